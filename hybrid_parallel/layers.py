@@ -1,0 +1,117 @@
+"""Model-parallel building blocks, written per device.
+
+Every layer here sees *local* shapes: a layer whose filters are split `shards` ways over the "model"
+axis holds `features // shards` of them. With `shards == 1` no collective is issued, so the same
+code builds the full-size single-device model (used to create parameters and as the reference).
+
+The collectives follow the typing rules of `jax.shard_map` (check_vma=True): an activation that
+every model device holds in full is *invariant* over "model" (`gather_over_model`), so autodiff
+transposes the gather into a slice instead of a sum, and the gradient of a parameter that every
+model device uses on the same invariant input is computed once, not `shards` times.
+"""
+
+import jax
+import jax.numpy as jnp
+from flax import linen as nn
+
+from hybrid_parallel.mesh import MODEL
+
+
+def gather_over_model(x: jax.Array, axis: int) -> jax.Array:
+  """Concatenates the model devices' slices of `x` along `axis`; the result is model-invariant."""
+  return jax.lax.all_gather(x, MODEL, axis=axis, tiled=True, to="invarying")
+
+
+def local_response_norm(x_BHWC: jax.Array, columns: int, size: int = 5, k: float = 2.0,
+                        alpha: float = 1e-4, beta: float = 0.75) -> jax.Array:
+  """Krizhevsky et al. 2012 local response normalisation across channels, within each column.
+
+  b_c = a_c / (k + alpha * sum_{c' in window(c)} a_c'^2) ** beta, the window being `size`
+  neighbouring channels of the same column (zero beyond the column's edges), as in the paper.
+
+  Args:
+    x_BHWC: activations whose channel axis holds `columns` equal, contiguous column blocks.
+    columns: how many columns the channel axis holds on this device.
+    size, k, alpha, beta: the paper's constants (n=5, k=2, α=1e-4, β=0.75).
+  """
+  b, h, w, c = x_BHWC.shape
+  x_BHWGC = x_BHWC.reshape(b, h, w, columns, c // columns)
+  sq = jnp.square(x_BHWGC)
+  half = size // 2
+  padded = jnp.pad(sq, [(0, 0)] * 4 + [(half, size - 1 - half)])
+  window_sum = sum(padded[..., i:i + c // columns] for i in range(size))
+  return (x_BHWGC / (k + alpha * window_sum) ** beta).reshape(b, h, w, c)
+
+
+class ShardedConv(nn.Module):
+  """A conv whose output filters are split `shards` ways over "model" (Krizhevsky's columns).
+
+  Attributes:
+    features: filters of the full (single-device) layer.
+    kernel, stride, padding: square kernel size, stride and zero padding.
+    shards: how many model devices share the filters (1 = the whole layer here).
+    groups: local feature groups: a layer "connected only within its column" holds one group per
+      local column; 1 for a layer that sees every input channel.
+  """
+  features: int
+  kernel: int
+  stride: int
+  padding: int
+  shards: int = 1
+  groups: int = 1
+
+  @nn.compact
+  def __call__(self, x_BHWC: jax.Array) -> jax.Array:
+    return nn.Conv(self.features // self.shards, (self.kernel, self.kernel),
+                   strides=(self.stride, self.stride), padding=[(self.padding, self.padding)] * 2,
+                   feature_group_count=self.groups, name="conv")(x_BHWC)
+
+
+class ColumnDense(nn.Module):
+  """Dense layer with its output neurons split `shards` ways over "model".
+
+  Input: the full feature vector (model-invariant). Output: this device's `features // shards`
+  neurons. Parameters: kernel[in, features // shards], bias[features // shards].
+  """
+  features: int
+  shards: int = 1
+
+  @nn.compact
+  def __call__(self, x_BI: jax.Array) -> jax.Array:
+    return nn.Dense(self.features // self.shards, name="dense")(x_BI)
+
+
+class RowDense(nn.Module):
+  """Dense layer with its *input* rows split `shards` ways over "model", outputs summed.
+
+  Input: this device's slice of the features (as a `ColumnDense` leaves them), so no gather is
+  needed; the partial products are summed over "model" (one all-reduce of the small output) and the
+  bias, kept whole on every device, is added once. Used for the classifier.
+  """
+  features: int
+  shards: int = 1
+
+  @nn.compact
+  def __call__(self, x_BI: jax.Array) -> jax.Array:
+    kernel = self.param("kernel", nn.initializers.lecun_normal(),
+                        (x_BI.shape[-1], self.features))  # local rows: I / shards
+    bias = self.param("bias", nn.initializers.zeros_init(), (self.features,))
+    y_BO = x_BI @ kernel
+    if self.shards > 1:
+      y_BO = jax.lax.psum(y_BO, MODEL)
+    return y_BO + bias
+
+
+def example_dropout(x_BU: jax.Array, rate: float, key: jax.Array,
+                    example_ids_B: jax.Array) -> jax.Array:
+  """Inverted dropout whose mask depends on (key, global example index, unit index) only.
+
+  The mask of example i is drawn from `fold_in(key, i)` over all U units, so it is the same
+  whichever device holds example i — the property that makes every scheme equal the
+  single-device run with dropout on.
+  """
+  if rate == 0.0:
+    return x_BU
+  keep_BU = jax.vmap(lambda i: jax.random.bernoulli(jax.random.fold_in(key, i), 1.0 - rate,
+                                                    x_BU.shape[1:]))(example_ids_B)
+  return jnp.where(keep_BU, x_BU / (1.0 - rate), 0.0).astype(x_BU.dtype)

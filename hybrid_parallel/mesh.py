@@ -1,0 +1,58 @@
+"""The ("data", "model") device mesh: names, construction and validation."""
+
+from collections.abc import Sequence
+
+import jax
+from jax.sharding import AxisType, Mesh
+
+from hybrid_parallel.errors import UserError
+
+# The two mesh axes. Every module imports these names from here.
+DATA = "data"
+MODEL = "model"
+AXES = (DATA, MODEL)
+
+
+def make_mesh(data: int, model: int, devices: Sequence[jax.Device] | None = None) -> Mesh:
+  """Builds the `data × model` mesh over the first `data * model` of `devices`.
+
+  Args:
+    data: size of the "data" axis (how many ways the batch is split).
+    model: size of the "model" axis (how many ways filters / neurons are split).
+    devices: the devices to use; defaults to `jax.devices()`.
+
+  Returns:
+    A mesh with Explicit axis types (JAX's default), axes ("data", "model").
+
+  Raises:
+    UserError: if a size is not a positive integer or there are too few devices.
+  """
+  for name, size in ((DATA, data), (MODEL, model)):
+    if not isinstance(size, int) or size < 1:
+      raise UserError(f"mesh.{name} must be a positive integer, got {size!r}.")
+  devices = list(jax.devices() if devices is None else devices)
+  needed = data * model
+  if needed > len(devices):
+    kind = devices[0].platform if devices else "jax"
+    raise UserError(
+        f"the mesh {data}×{model} needs {needed} devices but only {len(devices)} {kind} "
+        f"device(s) are available; shrink mesh.data / mesh.model or run on more devices.")
+  return jax.make_mesh((data, model), AXES, axis_types=(AxisType.Explicit,) * 2,
+                       devices=devices[:needed])
+
+
+def pick_devices(needed: int) -> tuple[list[jax.Device], str | None]:
+  """Chooses where a mesh of `needed` devices runs.
+
+  The default backend's devices when it has enough of them; otherwise the (possibly simulated) CPU
+  devices, so that a laptop or a 1-GPU Colab can still run a 4-device scheme.
+
+  Returns:
+    The devices, and a one-line note when the CPU devices stand in for missing accelerators.
+  """
+  default = jax.devices()
+  if len(default) >= needed or default[0].platform == "cpu":
+    return default, None
+  cpus = jax.devices("cpu")
+  return cpus, (f"{len(default)} {default[0].platform} device(s) cannot hold a {needed}-device "
+                f"mesh; running on {len(cpus)} CPU devices instead.")

@@ -1,0 +1,198 @@
+"""The Krizhevsky convnets, written per device for any model-axis size.
+
+One module, `AlexNet`, builds every variant from an `Architecture` (widths, kernels, columns) and a
+`Layout` (how the current scheme splits it). With the default `Layout()` it is the plain
+single-device network; that instance creates the parameters at full size for every scheme.
+
+Registry (`ARCHITECTURES`):
+  alexnet           Krizhevsky, Sutskever & Hinton 2012: two columns, LRN, 60,965,224 parameters
+                    at 1000 classes and 224² input.
+  alexnet_owt       Krizhevsky 2014 ("one weird trick"): one column, 64-192-384-256-256, no LRN,
+                    61,100,840 parameters at 1000 classes.
+  alexnet_tiny, alexnet_owt_tiny
+                    the same structures with narrow widths, for tests.
+"""
+
+import dataclasses
+import math
+
+import jax
+from flax import linen as nn
+
+from hybrid_parallel import layers
+from hybrid_parallel.errors import UserError
+
+
+@dataclasses.dataclass(frozen=True)
+class ConvLayer:
+  """One conv stage: conv → ReLU → [LRN] → [max-pool 3/2]."""
+  name: str
+  features: int
+  kernel: int
+  stride: int
+  padding: int
+  within_column: bool  # True: connected only to the previous layer's channels in its own column.
+  lrn: bool = False
+  pool: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class Architecture:
+  """A Krizhevsky-style convnet: conv stages, then hidden FC layers, then the classifier."""
+  convs: tuple[ConvLayer, ...]
+  hidden: tuple[int, ...]  # widths of the hidden FC layers (fc6, fc7); dropout precedes each.
+  columns: int  # 2 for the 2012 two-GPU net, 1 for the one-column net.
+  image_size: int  # the input size the network was published with.
+
+  def fc_names(self) -> tuple[str, ...]:
+    first = len(self.convs) + 1
+    return tuple(f"fc{first + i}" for i in range(len(self.hidden) + 1))
+
+  def feature_map_size(self, image_size: int) -> int:
+    """Side of the last conv stage's output for a square input of `image_size`."""
+    side = image_size
+    for c in self.convs:
+      side = (side + 2 * c.padding - c.kernel) // c.stride + 1
+      if c.pool:
+        side = (side - 3) // 2 + 1
+      if side < 1:
+        break
+    return side
+
+
+def _krizhevsky(widths, hidden, columns, lrn, image_size) -> Architecture:
+  c1, c2, c3, c4, c5 = widths
+  within = columns > 1  # conv2, conv4, conv5 stay inside their column in the two-column net.
+  return Architecture(
+      convs=(ConvLayer("conv1", c1, 11, 4, 2, within_column=False, lrn=lrn, pool=True),
+             ConvLayer("conv2", c2, 5, 1, 2, within_column=within, lrn=lrn, pool=True),
+             ConvLayer("conv3", c3, 3, 1, 1, within_column=False),
+             ConvLayer("conv4", c4, 3, 1, 1, within_column=within),
+             ConvLayer("conv5", c5, 3, 1, 1, within_column=within, pool=True)),
+      hidden=hidden, columns=columns, image_size=image_size)
+
+
+ARCHITECTURES = {
+    "alexnet": _krizhevsky((96, 256, 384, 384, 256), (4096, 4096), 2, True, 224),
+    "alexnet_owt": _krizhevsky((64, 192, 384, 256, 256), (4096, 4096), 1, False, 224),
+    # Same structure, widths ÷8 (÷64 for FC); 64² is the smallest input the 11/4 stem and three
+    # 3/2 pools leave a feature map for.
+    "alexnet_tiny": _krizhevsky((16, 32, 48, 48, 32), (64, 64), 2, True, 64),
+    "alexnet_owt_tiny": _krizhevsky((8, 24, 48, 32, 32), (64, 64), 1, False, 64),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Layout:
+  """How a scheme splits the network over the "model" axis (see `partitioning.plan`).
+
+  Attributes:
+    conv_shards: ways each conv layer's filters are split (model/hybrid: the model-axis size).
+    fc_shards: ways each FC layer's neurons are split.
+    conv_batch_over_model: the conv stages split the *batch* over "model" too (one weird trick);
+      their features are then gathered over "model" so that every model device sees the whole
+      data-shard batch at the FC layers.
+  """
+  conv_shards: int = 1
+  fc_shards: int = 1
+  conv_batch_over_model: bool = False
+
+
+def check_layout(name: str, arch: Architecture, layout: Layout, image_size: int) -> None:
+  """Raises one clear UserError if `layout` cannot split `arch` or the image is too small."""
+  if arch.feature_map_size(image_size) < 1:
+    raise UserError(f"image_size {image_size} is too small for {name}: its conv stages shrink it "
+                    f"to nothing; use at least 64.")
+  m = layout.conv_shards
+  for c in arch.convs:
+    if c.features % m:
+      raise UserError(f"{name} layer {c.name} has {c.features} filters, which a model axis of "
+                      f"size {m} cannot split evenly.")
+    if (c.within_column or c.lrn) and arch.columns % m:
+      raise UserError(
+          f"{name} layer {c.name} works within each of its {arch.columns} column(s), so the model "
+          f"axis can only split it into a divisor of {arch.columns} parts, not {m}.")
+  for fc, width in zip(arch.fc_names(), arch.hidden):
+    if width % layout.fc_shards:
+      raise UserError(f"{name} layer {fc} has {width} neurons, which a model axis of size "
+                      f"{layout.fc_shards} cannot split evenly.")
+
+
+class AlexNet(nn.Module):
+  """A Krizhevsky convnet as one device runs it under `layout`.
+
+  Attributes:
+    arch: the architecture.
+    num_classes: classifier width.
+    layout: how the scheme splits the layers; `Layout()` is the whole network on one device.
+    dropout_rate: dropout before each hidden FC layer (0.5 in the papers).
+  """
+  arch: Architecture
+  num_classes: int
+  layout: Layout = Layout()
+  dropout_rate: float = 0.5
+
+  @nn.compact
+  def __call__(self, x_BHWC: jax.Array, *, example_ids_B: jax.Array,
+               dropout_key: jax.Array | None = None) -> jax.Array:
+    """Returns the logits of this device's examples (model-invariant).
+
+    Args:
+      x_BHWC: this device's images.
+      example_ids_B: the global batch position of each image; it seeds the dropout masks.
+      dropout_key: the step's dropout key; None evaluates (no dropout).
+    """
+    m_conv, m_fc = self.layout.conv_shards, self.layout.fc_shards
+    local_columns = max(1, self.arch.columns // m_conv)
+    x = x_BHWC
+    for i, c in enumerate(self.arch.convs):
+      if i > 0 and not c.within_column and m_conv > 1:
+        # This layer sees every channel of the previous one: exchange activations (Yadan et al.).
+        x = layers.gather_over_model(x, axis=-1)
+      x = layers.ShardedConv(c.features, c.kernel, c.stride, c.padding, shards=m_conv,
+                             groups=local_columns if c.within_column else 1, name=c.name)(x)
+      x = nn.relu(x)
+      if c.lrn:
+        x = layers.local_response_norm(x, local_columns)
+      if c.pool:
+        x = nn.max_pool(x, (3, 3), strides=(2, 2))
+    if m_conv > 1:
+      x = layers.gather_over_model(x, axis=-1)
+    ids = example_ids_B
+    if self.layout.conv_batch_over_model:
+      # One weird trick: data parallel below, model parallel above; every model device now takes
+      # the whole batch of its data shard (Krizhevsky 2014, scheme (a)).
+      x = layers.gather_over_model(x, axis=0)
+      ids = layers.gather_over_model(ids, axis=0)
+    x = x.reshape(x.shape[0], -1)
+
+    *hidden_names, classifier_name = self.arch.fc_names()
+    for layer_index, (name, width) in enumerate(zip(hidden_names, self.arch.hidden)):
+      if layer_index > 0 and m_fc > 1:
+        x = layers.gather_over_model(x, axis=-1)
+      if dropout_key is not None:
+        x = layers.example_dropout(x, self.dropout_rate, jax.random.fold_in(dropout_key,
+                                                                            layer_index), ids)
+      x = nn.relu(layers.ColumnDense(width, shards=m_fc, name=name)(x))
+    return layers.RowDense(self.num_classes, shards=m_fc, name=classifier_name)(x)
+
+
+def build(name: str, num_classes: int, layout: Layout = Layout(), image_size: int | None = None,
+          dropout_rate: float = 0.5) -> AlexNet:
+  """Looks up `name` in the registry, checks `layout` against it, returns the module."""
+  if name not in ARCHITECTURES:
+    raise UserError(f"unknown model {name!r}; choose one of {', '.join(ARCHITECTURES)}.")
+  arch = ARCHITECTURES[name]
+  check_layout(name, arch, layout, image_size or arch.image_size)
+  return AlexNet(arch, num_classes, layout, dropout_rate)
+
+
+def input_shape(name: str, image_size: int | None, channels: int, batch: int = 1):
+  """Shape of a batch of `batch` images for model `name` (NHWC)."""
+  size = image_size or ARCHITECTURES[name].image_size
+  return (batch, size, size, channels)
+
+
+def count_params(params) -> int:
+  """Number of scalars in a parameter tree (works on ShapeDtypeStructs too)."""
+  return sum(math.prod(p.shape) for p in jax.tree.leaves(params))

@@ -1,0 +1,123 @@
+"""THE table: parallelism scheme → how every parameter, optimiser slot and batch is split.
+
+A `Plan` says, for one scheme on one mesh:
+  * the model `Layout` (what each device computes),
+  * the PartitionSpec of every parameter (`param_specs`) and of the batch (`batch_spec`),
+  * the mesh axes over which each parameter's gradient is summed (`grad_reduce_axes`): exactly the
+    axes over which that layer's *batch* is split.
+
+Scheme by scheme (mesh data × model; D, M the axis sizes):
+
+  single  1×1  everything whole on one device.
+  data    D×1  batch over "data"; parameters replicated; all gradients summed over "data".
+  model   1×M  batch replicated; conv filters and FC neurons split over "model"; no gradient sum.
+  hybrid  D×M  batch over "data"; filters / neurons over "model"; gradients summed over "data".
+  owt     D×M  conv stages: batch over ("data", "model"), conv parameters replicated, their
+               gradients summed over both axes; FC stages: batch over "data", neurons over
+               "model", gradients summed over "data" (Krizhevsky 2014).
+"""
+
+import dataclasses
+
+import jax
+from jax.sharding import PartitionSpec as P
+
+from hybrid_parallel.errors import UserError
+from hybrid_parallel.mesh import DATA, MODEL
+from hybrid_parallel.models import Layout
+
+SCHEMES = ("single", "data", "model", "hybrid", "owt")
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+  """How one scheme splits the model and the batch on a `data × model` mesh."""
+  scheme: str
+  data: int
+  model: int
+  layout: Layout
+  conv_batch_axes: tuple[str, ...]  # mesh axes the conv stages split the batch over.
+  fc_batch_axes: tuple[str, ...]  # mesh axes the FC stages split the batch over.
+
+  @property
+  def batch_spec(self) -> P:
+    """PartitionSpec of a batch's leading axis as it enters the step."""
+    return P(self.conv_batch_axes or None)
+
+  @property
+  def batch_divisor(self) -> int:
+    """The number of devices the global batch is split across."""
+    return self.data * (self.model if MODEL in self.conv_batch_axes else 1)
+
+
+def plan(scheme: str, data: int, model: int) -> Plan:
+  """The plan of `scheme` on a `data × model` mesh; one clear UserError if they do not fit."""
+  if scheme not in SCHEMES:
+    raise UserError(f"unknown parallelism {scheme!r}; choose one of {', '.join(SCHEMES)}.")
+  needs = {"single": "a 1×1 mesh", "data": "mesh.model = 1", "model": "mesh.data = 1"}
+  fits = {"single": data == 1 and model == 1, "data": model == 1, "model": data == 1}
+  if not fits.get(scheme, True):
+    raise UserError(f"parallelism {scheme!r} needs {needs[scheme]}, got a {data}×{model} mesh.")
+  data_axes = (DATA,) if data > 1 else ()
+  model_axes = (MODEL,) if model > 1 else ()
+  if scheme == "owt":
+    return Plan(scheme, data, model, Layout(fc_shards=model, conv_batch_over_model=model > 1),
+                conv_batch_axes=data_axes + model_axes, fc_batch_axes=data_axes)
+  return Plan(scheme, data, model, Layout(conv_shards=model, fc_shards=model),
+              conv_batch_axes=data_axes, fc_batch_axes=data_axes)
+
+
+def check_batch(plan_: Plan, global_batch: int, what: str = "global_batch_size") -> None:
+  """Raises a UserError unless the batch splits evenly over the plan's batch axes."""
+  if global_batch < 1 or global_batch % plan_.batch_divisor:
+    raise UserError(f"{what} {global_batch} cannot be split evenly over the "
+                    f"{plan_.batch_divisor} devices that share the batch in scheme "
+                    f"{plan_.scheme!r} ({plan_.data}×{plan_.model}); use a multiple of "
+                    f"{plan_.batch_divisor}.")
+
+
+def _is_conv(path: tuple[str, ...]) -> bool:
+  return path[0].startswith("conv")
+
+
+def _is_classifier(path: tuple[str, ...], classifier: str) -> bool:
+  return path[0] == classifier
+
+
+def _spec(path: tuple[str, ...], ndim: int, plan_: Plan, classifier: str) -> P:
+  is_bias = ndim == 1
+  if _is_conv(path):
+    if plan_.layout.conv_shards == 1:
+      return P()  # conv kernel[H, W, I, O] / bias[O]: whole on every device.
+    return P(MODEL) if is_bias else P(None, None, None, MODEL)  # filters O split over "model".
+  if plan_.layout.fc_shards == 1:
+    return P()  # dense kernel[I, O] / bias[O]: whole.
+  if _is_classifier(path, classifier):
+    return P() if is_bias else P(MODEL, None)  # classifier kernel[I, C]: input rows split.
+  return P(MODEL) if is_bias else P(None, MODEL)  # hidden FC kernel[I, O]: neurons O split.
+
+
+def _keys(path) -> tuple[str, ...]:
+  return tuple(str(getattr(k, "key", getattr(k, "name", k))) for k in path)
+
+
+def _param_keys(path) -> tuple[str, ...]:
+  """The layer/param names of a parameter path, without the leading "params" collection."""
+  keys = _keys(path)
+  return keys[1:] if keys and keys[0] == "params" else keys
+
+
+def param_specs(params, plan_: Plan, classifier: str):
+  """The PartitionSpec of every parameter (a tree like `params`; leaves may be shape structs)."""
+  return jax.tree_util.tree_map_with_path(
+      lambda path, p: _spec(_param_keys(path), len(p.shape), plan_, classifier), params)
+
+
+def grad_axes(path, plan_: Plan) -> tuple[str, ...]:
+  """The mesh axes the gradient of the parameter at `path` is summed over."""
+  return plan_.conv_batch_axes if _is_conv(_param_keys(path)) else plan_.fc_batch_axes
+
+
+def map_with_grad_axes(fn, tree, plan_: Plan):
+  """Applies `fn(leaf, axes)` to every parameter-shaped leaf, `axes` being its `grad_axes`."""
+  return jax.tree_util.tree_map_with_path(lambda path, x: fn(x, grad_axes(path, plan_)), tree)

@@ -1,0 +1,107 @@
+"""Train and eval steps: `jax.jit(jax.shard_map(per_device_step))` for a scheme's plan.
+
+Inside the shard_map every device runs the model on its local shard with local parameter shapes;
+the model issues the activation collectives its layout needs, and the step sums each gradient over
+exactly the mesh axes its layer's batch is split over (`partitioning.grad_axes`), with the
+configured algorithm (`collectives`). The loss is normalised by the *global* batch, so the summed
+gradient is the gradient of the single-device loss on the same batch.
+"""
+
+import jax
+import jax.numpy as jnp
+import optax
+from jax.sharding import PartitionSpec as P
+
+from hybrid_parallel import collectives, layers, models, partitioning
+from hybrid_parallel.train_state import TrainState
+
+
+def _example_ids(plan: partitioning.Plan, local_batch: int) -> jax.Array:
+  """Global batch positions of this device's examples (the batch is split in mesh order)."""
+  ids = jnp.arange(local_batch, dtype=jnp.int32)
+  if plan.conv_batch_axes:
+    ids = ids + jax.lax.axis_index(plan.conv_batch_axes) * local_batch
+  return ids
+
+
+def _to_fc_batch(plan: partitioning.Plan, x: jax.Array) -> jax.Array:
+  """Per-example values of the conv-stage batch, gathered as the model gathers the features."""
+  return layers.gather_over_model(x, axis=0) if plan.layout.conv_batch_over_model else x
+
+
+def _sum_over_batch(plan: partitioning.Plan, x):
+  return collectives.allreduce_sum(x, plan.fc_batch_axes)
+
+
+def dropout_key(state: TrainState) -> jax.Array:
+  """The dropout key of the step about to run: a function of (seed, step) only."""
+  return jax.random.fold_in(jax.random.wrap_key_data(state.rng), state.step)
+
+
+def make_train_step(model: models.AlexNet, plan: partitioning.Plan, mesh, tx,
+                    specs: TrainState, grad_reduce: str = "psum"):
+  """Returns `train_step(state, images, labels) -> (state, metrics)`, jitted, state donated.
+
+  Args:
+    model: the network with `plan.layout` (per-device widths).
+    plan: the scheme's plan.
+    mesh: the ("data", "model") mesh.
+    tx: the optax optimiser.
+    specs: PartitionSpecs of the state (`train_state.create`).
+    grad_reduce: all-reduce algorithm for the gradients (`collectives.ALGORITHMS`).
+  """
+
+  def per_device_step(state: TrainState, images_BHWC, labels_B):
+    local_batch = images_BHWC.shape[0]
+    global_batch = local_batch * plan.batch_divisor
+    example_ids_B = _example_ids(plan, local_batch)
+    labels_fc_B = _to_fc_batch(plan, labels_B)
+    # Parameters are replicated over their layer's batch axes; marking them device-varying there
+    # makes autodiff return each device's partial gradient, which we then sum explicitly.
+    params = partitioning.map_with_grad_axes(
+        lambda p, axes: jax.lax.pcast(p, axes, to="varying") if axes else p, state.params, plan)
+
+    def loss_fn(params):
+      logits_BC = model.apply({"params": params}, images_BHWC, example_ids_B=example_ids_B,
+                              dropout_key=dropout_key(state))
+      losses_B = optax.softmax_cross_entropy_with_integer_labels(logits_BC, labels_fc_B)
+      return losses_B.sum() / global_batch, logits_BC
+
+    (loss, logits_BC), grads = jax.value_and_grad(loss_fn, has_aux=True)(params)
+    grads = partitioning.map_with_grad_axes(
+        lambda g, axes: collectives.allreduce_sum(g, axes, grad_reduce), grads, plan)
+    updates, opt_state = tx.update(grads, state.opt_state, state.params)
+    new_state = state.replace(step=state.step + 1, params=optax.apply_updates(state.params, updates),
+                              opt_state=opt_state)
+    correct = jnp.sum(jnp.argmax(logits_BC, -1) == labels_fc_B)
+    metrics = {"train_loss": _sum_over_batch(plan, loss),
+               "train_accuracy": _sum_over_batch(plan, correct) / global_batch}
+    return new_state, metrics
+
+  batch = plan.batch_spec
+  return jax.jit(jax.shard_map(per_device_step, mesh=mesh, in_specs=(specs, batch, batch),
+                               out_specs=(specs, P())), donate_argnums=0)
+
+
+def make_eval_step(model: models.AlexNet, plan: partitioning.Plan, mesh, param_specs):
+  """Returns `eval_step(params, images, labels, weights) -> sums`, jitted.
+
+  `weights` is 1 for real examples and 0 for the padding of a last, partial batch. The sums
+  (`eval_loss`, `eval_top1`, `eval_top5`, `count`) are over the whole global batch.
+  """
+
+  def per_device_eval(params, images_BHWC, labels_B, weights_B):
+    logits_BC = model.apply({"params": params}, images_BHWC,
+                            example_ids_B=_example_ids(plan, images_BHWC.shape[0]))
+    labels_B, weights_B = _to_fc_batch(plan, labels_B), _to_fc_batch(plan, weights_B)
+    losses_B = optax.softmax_cross_entropy_with_integer_labels(logits_BC, labels_B)
+    top5_BK = jax.lax.top_k(logits_BC, min(5, logits_BC.shape[-1]))[1]
+    sums = {"eval_loss": jnp.sum(losses_B * weights_B),
+            "eval_top1": jnp.sum((top5_BK[:, 0] == labels_B) * weights_B),
+            "eval_top5": jnp.sum(jnp.any(top5_BK == labels_B[:, None], -1) * weights_B),
+            "count": jnp.sum(weights_B)}
+    return _sum_over_batch(plan, sums)
+
+  batch = plan.batch_spec
+  return jax.jit(jax.shard_map(per_device_eval, mesh=mesh,
+                               in_specs=(param_specs, batch, batch, batch), out_specs=P()))

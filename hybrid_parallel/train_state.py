@@ -1,0 +1,59 @@
+"""The training state, its shardings, and its creation directly in place on the mesh."""
+
+import flax.struct
+import jax
+import jax.numpy as jnp
+import optax
+from jax.sharding import NamedSharding, PartitionSpec as P
+
+from hybrid_parallel import models, partitioning
+
+
+class TrainState(flax.struct.PyTreeNode):
+  """Everything a step reads and writes.
+
+  Attributes:
+    step: number of updates applied so far.
+    params: parameters at full shapes, sharded as the plan says.
+    opt_state: optax state; its parameter-shaped slots are sharded like the parameters.
+    rng: raw uint32 key data of the run's root key; dropout keys derive from (rng, step).
+  """
+  step: jax.Array
+  params: dict
+  opt_state: optax.OptState
+  rng: jax.Array
+
+
+def state_specs(abstract_state: TrainState, plan: partitioning.Plan, tx, classifier: str):
+  """PartitionSpecs of every leaf of the state (a TrainState of PartitionSpecs)."""
+  param_specs = partitioning.param_specs(abstract_state.params, plan, classifier)
+  opt_specs = optax.tree_map_params(tx, lambda _, spec: spec, abstract_state.opt_state,
+                                    param_specs, transform_non_params=lambda _: P(),
+                                    is_leaf=lambda x: isinstance(x, P))
+  return TrainState(step=P(), params=param_specs, opt_state=opt_specs, rng=P())
+
+
+def create(model: models.AlexNet, tx, plan: partitioning.Plan, mesh, image_shape, seed: int):
+  """Initialises the full-size model with `seed` and places the state with the plan's shardings.
+
+  The parameters come from the single-device network (`Layout()`), whatever the scheme, so every
+  scheme starts from identical values.
+
+  Returns:
+    (state, specs): the sharded TrainState and its PartitionSpecs.
+  """
+  whole = model.clone(layout=models.Layout())
+
+  def init():
+    root = jax.random.PRNGKey(seed)
+    variables = whole.init(jax.random.fold_in(root, 0), jnp.zeros(image_shape, jnp.float32),
+                           example_ids_B=jnp.zeros(image_shape[0], jnp.int32))
+    params = variables["params"]
+    return TrainState(step=jnp.zeros((), jnp.int32), params=params, opt_state=tx.init(params),
+                      rng=root)
+
+  abstract = jax.eval_shape(init)
+  specs = state_specs(abstract, plan, tx, whole.arch.fc_names()[-1])
+  shardings = jax.tree.map(lambda s: NamedSharding(mesh, s), specs,
+                           is_leaf=lambda x: isinstance(x, P))
+  return jax.jit(init, out_shardings=shardings)(), specs
