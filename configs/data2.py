@@ -1,0 +1,19 @@
+r"""Yadan et al. 2013, Table 1, row 3: AlexNet data-parallel on 2 devices, 128 images each.
+
+Every device holds the whole network; gradients are summed over the data axis each step.
+
+  python main.py --config=configs/data2.py
+
+Expected: the same
+test accuracy as configs/single.py (≥ 90% on digits); the same parameters up to float rounding.
+"""
+
+from configs import default
+
+
+def get_config():
+  config = default.get_config()
+  config.parallelism = "data"
+  config.mesh.data, config.mesh.model = 2, 1
+  config.global_batch_size = 256
+  return config

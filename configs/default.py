@@ -1,0 +1,59 @@
+"""Defaults shared by every config: Krizhevsky et al. 2012's hyperparameters, digits at 64².
+
+Not run directly; the experiment configs import it and override a few fields.
+"""
+
+import ml_collections
+
+
+def get_config() -> ml_collections.ConfigDict:
+  config = ml_collections.ConfigDict()
+
+  # Model: a name from hybrid_parallel.models.ARCHITECTURES (alexnet, alexnet_owt, *_tiny).
+  config.model = "alexnet"
+  # Square input side. The papers use 224; 64 is the smallest AlexNet input and keeps a CPU run
+  # of digits to minutes.
+  config.image_size = 64
+  # Dropout before each hidden FC layer (0.5 in Krizhevsky et al. 2012).
+  config.dropout_rate = 0.5
+
+  # Parallelism: single, data, model, hybrid or owt (see hybrid_parallel/partitioning.py).
+  config.parallelism = "single"
+  # The device mesh: batch split `data` ways, filters / neurons split `model` ways.
+  config.mesh = ml_collections.ConfigDict({"data": 1, "model": 1})
+
+  # Data: digits, synthetic or npz:PATH (see input_pipeline.py).
+  config.dataset = "digits"
+  # Images per step over all devices (Yadan et al. use 256 in every configuration).
+  config.global_batch_size = 128
+  # Images per evaluation step; the last partial batch is padded and masked.
+  config.eval_batch_size = 120
+  # synthetic only: how many training images to generate, and how many classes.
+  config.synthetic_examples = 1024
+  config.synthetic_classes = 10
+
+  # Training length: num_epochs passes over the training set, unless num_train_steps > 0.
+  config.num_epochs = 30
+  config.num_train_steps = -1
+
+  # Optimiser: SGD with momentum 0.9 and weight decay 5e-4 on the weights (Krizhevsky et al.).
+  config.momentum = 0.9
+  config.nesterov = False  # Nesterov momentum instead of heavy ball.
+  config.weight_decay = 5e-4
+  # LR 0.01 for a batch of 128 (Krizhevsky 2014's single-GPU rule); scaled for other batch sizes
+  # by lr_scaling: none, linear (lr × batch / reference; Goyal et al. 2017) or sqrt.
+  config.base_learning_rate = 0.01
+  config.reference_batch_size = 128
+  config.lr_scaling = "linear"
+  # Gradual warmup from base_learning_rate to the scaled rate over this many epochs (Goyal et al.).
+  config.warmup_epochs = 0.0
+  # After warmup: step (× lr_decay_factor at each of lr_decay_epochs), cosine or constant.
+  config.lr_decay = "step"
+  config.lr_decay_factor = 0.1
+  config.lr_decay_epochs = (20,)
+
+  # Bookkeeping.
+  config.seed = 0  # Parameters, data order and dropout all derive from it.
+  config.log_every_steps = 10  # A train row in metrics.jsonl and a console line.
+  config.eval_every_steps = 50  # An eval row over the whole test set (and always at the end).
+  return config

@@ -1,0 +1,20 @@
+r"""Yadan et al. 2013, Table 1, row 5: AlexNet model + data parallel on 4 devices (2 × 2).
+
+Two data-parallel groups of 128 images; within each, the two columns of the 2012 net on two devices.
+This was the paper's fastest configuration (4.8 days vs 10.5 on one GPU).
+
+  python main.py --config=configs/hybrid4.py
+
+Expected: ≥ 90% test top-1 on
+digits in under 10 minutes on a 2-core CPU (measured: see README), matching configs/single.py.
+"""
+
+from configs import default
+
+
+def get_config():
+  config = default.get_config()
+  config.parallelism = "hybrid"
+  config.mesh.data, config.mesh.model = 2, 2
+  config.global_batch_size = 256
+  return config

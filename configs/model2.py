@@ -1,0 +1,20 @@
+r"""Yadan et al. 2013, Table 1, row 2: AlexNet model-parallel on 2 devices, mini-batch 256.
+
+Each device holds one of Krizhevsky et al. 2012's two columns: half the filters of every conv layer
+and half the neurons of every FC layer; activations cross at conv3 and the FC layers.
+
+  python main.py --config=configs/model2.py
+
+Expected: the same
+test accuracy as configs/single.py (≥ 90% on digits); the same parameters up to float rounding.
+"""
+
+from configs import default
+
+
+def get_config():
+  config = default.get_config()
+  config.parallelism = "model"
+  config.mesh.data, config.mesh.model = 1, 2
+  config.global_batch_size = 256
+  return config

@@ -1,0 +1,50 @@
+"""Where training metrics go: `<workdir>/metrics.jsonl`, TensorBoard event files, the console."""
+
+import json
+import os
+import time
+
+from absl import logging
+from tensorboardX import SummaryWriter
+
+
+class MetricWriter:
+  """Appends each row to metrics.jsonl and to TensorBoard (only process 0 should create one)."""
+
+  def __init__(self, workdir: str):
+    os.makedirs(workdir, exist_ok=True)
+    self._jsonl = open(os.path.join(workdir, "metrics.jsonl"), "a")
+    self._tensorboard = SummaryWriter(logdir=workdir)
+
+  def write(self, step: int, row: dict[str, float]) -> None:
+    self._jsonl.write(json.dumps({"step": step, **row}) + "\n")
+    self._jsonl.flush()
+    for name, value in row.items():
+      self._tensorboard.add_scalar(name, value, step)
+    self._tensorboard.flush()
+
+  def close(self) -> None:
+    self._jsonl.close()
+    self._tensorboard.close()
+
+
+class Progress:
+  """One console line per log step: step, loss, accuracy, learning rate, images/s and ETA."""
+
+  def __init__(self, total_steps: int):
+    self._total = total_steps
+    self._start = time.perf_counter()
+
+  def log(self, step: int, row: dict[str, float]) -> None:
+    elapsed = time.perf_counter() - self._start
+    eta = elapsed / step * (self._total - step) if step > 0 else float("nan")
+    logging.info("step %d/%d | loss %.4f | acc %.1f%% | lr %.4g | %.1f img/s | ETA %s", step,
+                 self._total, row["train_loss"], 100 * row["train_accuracy"],
+                 row["learning_rate"], row["images_per_sec"], _duration(eta))
+
+
+def _duration(seconds: float) -> str:
+  if seconds != seconds:  # NaN: nothing measured yet.
+    return "?"
+  minutes, seconds = divmod(int(seconds), 60)
+  return f"{minutes}m{seconds:02d}s"

@@ -1,0 +1,175 @@
+"""Datasets → host batches → global jax.Arrays on the mesh.
+
+Datasets (`config.dataset`):
+  digits      the 1,797 8×8 handwritten digits that ship with scikit-learn (no download), split
+              into 1,437 train / 360 test images by a fixed stratified split.
+  synthetic   deterministic random images and labels (for throughput; nothing to learn).
+  npz:PATH    a local .npz with uint8 NHWC `x_train`, `x_test` and integer `y_train`, `y_test`.
+
+Every dataset is held as uint8 NHWC at the model's input size (resized once, at load) and
+normalised per batch with the training set's per-channel mean and std.
+
+Order: the global batch of step s is a pure function of (seed, s) — a fresh permutation of the
+training set per epoch, cut into `global_batch` slices (the remainder of an epoch is dropped).
+So every scheme, mesh and restart sees the same batches at the same steps.
+"""
+
+import dataclasses
+import os
+
+import jax
+import numpy as np
+from jax.sharding import NamedSharding
+
+from hybrid_parallel.errors import UserError
+
+DIGITS_TEST_EXAMPLES = 360
+
+
+@dataclasses.dataclass
+class Dataset:
+  """A dataset held in host memory, uint8 NHWC at the model's input size."""
+  name: str
+  x_train: np.ndarray
+  y_train: np.ndarray
+  x_test: np.ndarray
+  y_test: np.ndarray
+  num_classes: int
+  mean: np.ndarray  # per-channel, of the training images, in [0, 255]
+  std: np.ndarray
+
+  @property
+  def channels(self) -> int:
+    return self.x_train.shape[-1]
+
+  def normalise(self, x_uint8: np.ndarray) -> np.ndarray:
+    return (x_uint8.astype(np.float32) - self.mean) / self.std
+
+
+def _resize(x: np.ndarray, size: int) -> np.ndarray:
+  """Bilinear resize of uint8 NHWC images to size×size (no-op when already that size)."""
+  if x.shape[1:3] == (size, size):
+    return x
+  resized = jax.device_get(jax.image.resize(x.astype(np.float32), (x.shape[0], size, size,
+                                                                    x.shape[3]), "bilinear"))
+  return np.clip(np.rint(resized), 0, 255).astype(np.uint8)
+
+
+def _digits():
+  from sklearn import datasets as sk_datasets
+  from sklearn import model_selection
+  digits = sk_datasets.load_digits()
+  # Pixel values are 0..16; scale to the uint8 range every other dataset uses.
+  x = np.rint(digits.images * (255.0 / 16.0)).astype(np.uint8)[..., None]
+  x_train, x_test, y_train, y_test = model_selection.train_test_split(
+      x, digits.target.astype(np.int32), test_size=DIGITS_TEST_EXAMPLES,
+      stratify=digits.target, random_state=0)
+  return x_train, y_train, x_test, y_test
+
+
+def _synthetic(config):
+  rng = np.random.default_rng(config.seed)
+  size, classes = config.image_size, config.synthetic_classes
+  n_train, n_test = config.synthetic_examples, max(1, config.synthetic_examples // 8)
+  x = rng.integers(0, 256, (n_train + n_test, size, size, 3), dtype=np.uint8)
+  y = rng.integers(0, classes, n_train + n_test).astype(np.int32)
+  return x[:n_train], y[:n_train], x[n_train:], y[n_train:]
+
+
+def _npz(path: str):
+  if not os.path.isfile(path):
+    raise UserError(f"dataset file {path!r} does not exist.")
+  try:
+    with np.load(path) as f:
+      arrays = {k: f[k] for k in f.files}
+  except Exception as e:  # np.load raises several unrelated types for a bad file.
+    raise UserError(f"dataset file {path!r} is not a readable .npz file ({e}).") from None
+  missing = [k for k in ("x_train", "y_train", "x_test", "y_test") if k not in arrays]
+  if missing:
+    raise UserError(f"dataset file {path!r} lacks the array(s) {', '.join(missing)}; it needs "
+                    f"x_train, y_train, x_test and y_test.")
+  for split in ("train", "test"):
+    x, y = arrays[f"x_{split}"], arrays[f"y_{split}"]
+    if x.dtype != np.uint8 or x.ndim != 4 or x.shape[1] != x.shape[2] or x.shape[3] not in (1, 3):
+      raise UserError(f"dataset file {path!r}: x_{split} must be uint8 images of shape "
+                      f"(N, H, H, 1 or 3), got {x.dtype} {x.shape}.")
+    if not np.issubdtype(y.dtype, np.integer) or y.shape != (x.shape[0],):
+      raise UserError(f"dataset file {path!r}: y_{split} must hold one integer label per image "
+                      f"({x.shape[0]}), got {y.dtype} {y.shape}.")
+    if y.size and y.min() < 0:
+      raise UserError(f"dataset file {path!r}: y_{split} holds negative labels.")
+  return (arrays["x_train"], arrays["y_train"].astype(np.int32), arrays["x_test"],
+          arrays["y_test"].astype(np.int32))
+
+
+DATASETS = ("digits", "synthetic", "npz:PATH")
+
+
+def load(config) -> Dataset:
+  """Loads `config.dataset` at `config.image_size`; one clear UserError if it cannot."""
+  name = config.dataset
+  if name == "digits":
+    x_train, y_train, x_test, y_test = _digits()
+  elif name == "synthetic":
+    x_train, y_train, x_test, y_test = _synthetic(config)
+  elif name.startswith("npz:"):
+    x_train, y_train, x_test, y_test = _npz(name[len("npz:"):])
+  else:
+    raise UserError(f"unknown dataset {name!r}; choose one of {', '.join(DATASETS)}.")
+  x_train, x_test = _resize(x_train, config.image_size), _resize(x_test, config.image_size)
+  num_classes = int(max(y_train.max(initial=0), y_test.max(initial=0))) + 1
+  if name == "synthetic":
+    num_classes = config.synthetic_classes
+  mean = x_train.mean(axis=(0, 1, 2)).astype(np.float32)
+  std = np.maximum(x_train.std(axis=(0, 1, 2)), 1.0).astype(np.float32)
+  return Dataset(name, x_train, y_train, x_test, y_test, num_classes, mean, std)
+
+
+def steps_per_epoch(dataset: Dataset, global_batch: int) -> int:
+  """Full global batches in one pass over the training set; at least one, or a UserError."""
+  steps = len(dataset.x_train) // global_batch
+  if steps < 1:
+    raise UserError(f"global_batch_size {global_batch} is larger than the {len(dataset.x_train)} "
+                    f"training examples of {dataset.name}.")
+  return steps
+
+
+def train_indices(dataset: Dataset, global_batch: int, seed: int, step: int) -> np.ndarray:
+  """Training-set indices of the global batch of `step` (0-based): a pure function of its args."""
+  spe = steps_per_epoch(dataset, global_batch)
+  epoch, position = divmod(step, spe)
+  order = np.random.default_rng([seed, epoch]).permutation(len(dataset.x_train))
+  return order[position * global_batch:(position + 1) * global_batch]
+
+
+def _process_rows(global_batch: int) -> slice:
+  """This process's contiguous share of a global batch (all of it with one process)."""
+  per_process = global_batch // jax.process_count()
+  start = jax.process_index() * per_process
+  return slice(start, start + per_process)
+
+
+def to_global(sharding: NamedSharding, *host_arrays: np.ndarray, global_batch: int):
+  """Assembles this process's rows of each array into global arrays with `sharding`."""
+  return tuple(
+      jax.make_array_from_process_local_data(sharding, a, (global_batch,) + a.shape[1:])
+      for a in host_arrays)
+
+
+def train_batch(dataset: Dataset, sharding: NamedSharding, global_batch: int, seed: int,
+                step: int):
+  """(images, labels) of `step` as global arrays placed with `sharding`."""
+  rows = train_indices(dataset, global_batch, seed, step)[_process_rows(global_batch)]
+  return to_global(sharding, dataset.normalise(dataset.x_train[rows]), dataset.y_train[rows],
+                   global_batch=global_batch)
+
+
+def eval_batches(dataset: Dataset, sharding: NamedSharding, batch: int):
+  """Yields (images, labels, weights) over the test set; the last batch is zero-padded, weight 0."""
+  n = len(dataset.x_test)
+  for start in range(0, n, batch):
+    idx = np.arange(start, start + batch)
+    weights = (idx < n).astype(np.float32)
+    idx = np.minimum(idx, n - 1)[_process_rows(batch)]
+    yield to_global(sharding, dataset.normalise(dataset.x_test[idx]), dataset.y_test[idx],
+                    weights[_process_rows(batch)], global_batch=batch)
