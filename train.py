@@ -28,7 +28,10 @@ def evaluate(eval_step, params, dataset, sharding, batch: int) -> dict[str, floa
   sums = None
   for images, labels, weights in input_pipeline.eval_batches(dataset, sharding, batch):
     out = eval_step(params, images, labels, weights)
-    sums = out if sums is None else jax.tree.map(lambda a, b: a + b, sums, out)
+    if sums is not None:
+      sums = jax.tree.map(lambda a, b: a + b, jax.block_until_ready(sums), out)  # see the loop.
+    else:
+      sums = out
   sums = jax.device_get(sums)
   count = float(sums.pop("count"))
   return {k: float(v) / count for k, v in sums.items()}
@@ -77,6 +80,10 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
         images, labels = input_pipeline.train_batch(dataset, batch_sharding, global_batch,
                                                     config.seed, s)
         state, metrics = train_step(state, images, labels)
+        if window:
+          # At most two steps in flight. Deeper queues gain nothing and can starve XLA:CPU's thread
+          # pool when simulated devices block in a collective's rendezvous (a 40 s abort).
+          jax.block_until_ready(window[-1])
         window.append(metrics)
         done = s + 1
         if done % config.log_every_steps == 0 or done == total_steps:

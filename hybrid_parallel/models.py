@@ -109,9 +109,11 @@ def check_layout(name: str, arch: Architecture, layout: Layout, image_size: int)
       raise UserError(f"{name} layer {c.name} has {c.features} filters, which a model axis of "
                       f"size {m} cannot split evenly.")
     if (c.within_column or c.lrn) and arch.columns % m:
-      raise UserError(
-          f"{name} layer {c.name} works within each of its {arch.columns} column(s), so the model "
-          f"axis can only split it into a divisor of {arch.columns} parts, not {m}.")
+      what = ("is connected only within its column" if c.within_column else
+              "normalises (LRN) within each column")
+      sizes = " or ".join(str(d) for d in range(1, arch.columns + 1) if arch.columns % d == 0)
+      raise UserError(f"{name} layer {c.name} {what}, and {name} has {arch.columns} columns, so "
+                      f"the model axis must have size {sizes}, not {m}.")
   for fc, width in zip(arch.fc_names(), arch.hidden):
     if width % layout.fc_shards:
       raise UserError(f"{name} layer {fc} has {width} neurons, which a model axis of size "

@@ -42,7 +42,7 @@ class Plan:
   @property
   def batch_spec(self) -> P:
     """PartitionSpec of a batch's leading axis as it enters the step."""
-    return P(self.conv_batch_axes or None)
+    return P(self.conv_batch_axes) if self.conv_batch_axes else P()
 
   @property
   def batch_divisor(self) -> int:

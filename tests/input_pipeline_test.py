@@ -1,0 +1,145 @@
+"""Datasets load as documented, batches follow (seed, step) only, bad files get one sentence."""
+
+from tests import testing  # noqa: F401  (sets up 8 CPU devices first)
+
+import os  # noqa: E402
+import tempfile  # noqa: E402
+
+import jax  # noqa: E402
+import numpy as np  # noqa: E402
+from absl.testing import absltest, parameterized  # noqa: E402
+from jax.sharding import NamedSharding, PartitionSpec as P  # noqa: E402
+
+import input_pipeline  # noqa: E402
+from hybrid_parallel import mesh as mesh_lib  # noqa: E402
+from hybrid_parallel.errors import UserError  # noqa: E402
+
+_digits = {}
+
+
+def digits():
+  if not _digits:
+    _digits["d"] = input_pipeline.load(testing.tiny_config(dataset="digits"))
+  return _digits["d"]
+
+
+def write_npz(directory, **arrays):
+  path = os.path.join(directory, "data.npz")
+  np.savez(path, **arrays)
+  return path
+
+
+def valid_arrays(n_train=20, n_test=6, size=16, channels=3):
+  rng = np.random.RandomState(0)
+  return dict(x_train=rng.randint(0, 256, (n_train, size, size, channels)).astype(np.uint8),
+              y_train=rng.randint(0, 4, n_train), x_test=rng.randint(
+                  0, 256, (n_test, size, size, channels)).astype(np.uint8),
+              y_test=np.arange(n_test) % 4)
+
+
+class DigitsTest(absltest.TestCase):
+
+  def test_fixed_stratified_split_at_the_model_size(self):
+    d = digits()
+    self.assertEqual(d.x_train.shape, (1437, 64, 64, 1))
+    self.assertEqual(d.x_test.shape, (360, 64, 64, 1))
+    self.assertEqual(d.x_train.dtype, np.uint8)
+    self.assertEqual(d.num_classes, 10)
+    # Stratified: each class keeps its share of the 1,797 images in the test set, within one.
+    per_class = np.bincount(np.concatenate([d.y_train, d.y_test]))
+    np.testing.assert_array_less(np.abs(np.bincount(d.y_test) - per_class * 360 / 1797), 1.0)
+    self.assertGreater(d.x_train.max(), 200)  # 0..16 was scaled to the uint8 range.
+
+  def test_normalised_batches_have_zero_mean_unit_std(self):
+    d = digits()
+    x = d.normalise(d.x_train)
+    self.assertAlmostEqual(float(x.mean()), 0.0, places=3)
+    self.assertAlmostEqual(float(x.std()), 1.0, places=3)
+
+
+class OrderTest(absltest.TestCase):
+
+  def test_batches_depend_on_seed_and_step_only(self):
+    d = digits()
+    first = input_pipeline.train_indices(d, 256, seed=0, step=7)
+    np.testing.assert_array_equal(first, input_pipeline.train_indices(d, 256, seed=0, step=7))
+    self.assertFalse(np.array_equal(first, input_pipeline.train_indices(d, 256, seed=1, step=7)))
+
+  def test_an_epoch_visits_distinct_examples_and_reshuffles(self):
+    d = digits()
+    spe = input_pipeline.steps_per_epoch(d, 256)
+    self.assertEqual(spe, 5)  # 1437 // 256; the remainder of each epoch is dropped.
+    epoch0 = np.concatenate([input_pipeline.train_indices(d, 256, 0, s) for s in range(spe)])
+    self.assertLen(np.unique(epoch0), spe * 256)
+    epoch1 = input_pipeline.train_indices(d, 256, 0, spe)
+    self.assertFalse(np.array_equal(epoch0[:256], epoch1))
+
+  def test_global_batch_arrives_sharded_in_mesh_order(self):
+    d = digits()
+    mesh = mesh_lib.make_mesh(2, 2)
+    sharding = NamedSharding(mesh, P("data"))
+    images, labels = input_pipeline.train_batch(d, sharding, 8, seed=0, step=3)
+    rows = input_pipeline.train_indices(d, 8, 0, 3)
+    self.assertEqual(images.sharding, sharding)
+    np.testing.assert_array_equal(jax.device_get(labels), d.y_train[rows])
+    np.testing.assert_allclose(jax.device_get(images), d.normalise(d.x_train[rows]))
+
+  def test_eval_batches_pad_the_last_batch_with_zero_weight(self):
+    d = digits()
+    sharding = NamedSharding(mesh_lib.make_mesh(1, 1), P())
+    batches = list(input_pipeline.eval_batches(d, sharding, 100))
+    self.assertLen(batches, 4)
+    self.assertEqual(sum(float(w.sum()) for _, _, w in batches), 360)
+    np.testing.assert_array_equal(jax.device_get(batches[-1][1])[:60], d.y_test[300:])
+
+
+class NpzTest(parameterized.TestCase):
+
+  def test_valid_file_loads_resized(self):
+    with tempfile.TemporaryDirectory() as tmp:
+      path = write_npz(tmp, **valid_arrays())
+      d = input_pipeline.load(testing.tiny_config(dataset=f"npz:{path}"))
+    self.assertEqual(d.x_train.shape, (20, 64, 64, 3))
+    self.assertEqual(d.num_classes, 4)
+
+  @parameterized.named_parameters(
+      ("missing_key", dict(drop="y_test"), "lacks the array\\(s\\) y_test"),
+      ("float_images", dict(x_train=np.zeros((20, 16, 16, 3), np.float32)),
+       "x_train must be uint8 images"),
+      ("label_count", dict(y_test=np.zeros(5, np.int64)), "y_test must hold one integer label "
+       "per image \\(6\\)"),
+      ("negative_labels", dict(y_train=-np.ones(20, np.int64)), "y_train holds negative labels"),
+  )
+  def test_malformed_contents(self, change, message):
+    arrays = valid_arrays()
+    arrays.pop(change.pop("drop", None), None)
+    arrays.update(change)
+    with tempfile.TemporaryDirectory() as tmp:
+      path = write_npz(tmp, **arrays)
+      with self.assertRaisesRegex(UserError, message):
+        input_pipeline.load(testing.tiny_config(dataset=f"npz:{path}"))
+
+  def test_missing_and_unreadable_files(self):
+    with tempfile.TemporaryDirectory() as tmp:
+      missing = os.path.join(tmp, "nope.npz")
+      with self.assertRaisesRegex(UserError, "does not exist"):
+        input_pipeline.load(testing.tiny_config(dataset=f"npz:{missing}"))
+      garbage = os.path.join(tmp, "garbage.npz")
+      with open(garbage, "wb") as f:
+        f.write(b"not a zip file at all")
+      with self.assertRaisesRegex(UserError, "is not a readable .npz file"):
+        input_pipeline.load(testing.tiny_config(dataset=f"npz:{garbage}"))
+
+  def test_unknown_dataset(self):
+    with self.assertRaisesRegex(UserError, "unknown dataset 'mnist_foo'"):
+      input_pipeline.load(testing.tiny_config(dataset="mnist_foo"))
+
+  def test_synthetic_is_deterministic(self):
+    config = testing.tiny_config(dataset="synthetic", synthetic_examples=16)
+    a, b = input_pipeline.load(config), input_pipeline.load(config)
+    np.testing.assert_array_equal(a.x_train, b.x_train)
+    self.assertEqual(a.x_train.shape, (16, 64, 64, 3))
+
+
+if __name__ == "__main__":
+  absltest.main()

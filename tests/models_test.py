@@ -1,0 +1,93 @@
+"""The Krizhevsky networks: published sizes, column structure, LRN, dropout, layout errors."""
+
+from tests import testing  # noqa: F401  (sets up 8 CPU devices first)
+
+import dataclasses  # noqa: E402
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+from absl.testing import absltest, parameterized  # noqa: E402
+
+from hybrid_parallel import layers, models  # noqa: E402
+from hybrid_parallel.errors import UserError  # noqa: E402
+
+
+def abstract_params(name, classes, image_size=None):
+  net = models.build(name, classes, image_size=image_size)
+  shape = models.input_shape(name, image_size, 3)
+  return jax.eval_shape(lambda: net.init(jax.random.key(0), jnp.zeros(shape),
+                                         example_ids_B=jnp.zeros(1, jnp.int32)))["params"]
+
+
+class ModelsTest(parameterized.TestCase):
+
+  @parameterized.named_parameters(
+      # Krizhevsky et al. 2012 (two columns): 60,965,224 — the figure usually quoted as "60M".
+      ("alexnet", "alexnet", 1000, None, 60_965_224),
+      # Krizhevsky 2014 one-column net (torchvision's alexnet has the same count).
+      ("alexnet_owt", "alexnet_owt", 1000, None, 61_100_840),
+      ("alexnet_tiny", "alexnet_tiny", 10, 64, 50_410),
+      ("alexnet_owt_tiny", "alexnet_owt_tiny", 10, 64, 48_178),
+  )
+  def test_parameter_counts_are_pinned(self, name, classes, image_size, expected):
+    self.assertEqual(models.count_params(abstract_params(name, classes, image_size)), expected)
+
+  def test_two_column_layers_see_only_their_column(self):
+    params = abstract_params("alexnet", 1000)
+    # conv2/4/5 take the 48/192/192 channels of their own column; conv3 takes all 256.
+    self.assertEqual(params["conv2"]["conv"]["kernel"].shape, (5, 5, 48, 256))
+    self.assertEqual(params["conv3"]["conv"]["kernel"].shape, (3, 3, 256, 384))
+    self.assertEqual(params["conv4"]["conv"]["kernel"].shape, (3, 3, 192, 384))
+    self.assertEqual(params["fc6"]["dense"]["kernel"].shape, (6 * 6 * 256, 4096))
+
+  def test_lrn_normalises_within_each_column(self):
+    x = np.random.RandomState(0).randn(2, 3, 3, 12).astype(np.float32) * 30
+    got = np.asarray(layers.local_response_norm(jnp.asarray(x), columns=2))
+    expected = np.empty_like(x)
+    for c in range(12):
+      column_lo = (c // 6) * 6
+      window = range(max(column_lo, c - 2), min(column_lo + 6, c + 3))  # n = 5, inside column.
+      denom = (2.0 + 1e-4 * sum(x[..., j] ** 2 for j in window)) ** 0.75
+      expected[..., c] = x[..., c] / denom
+    np.testing.assert_allclose(got, expected, rtol=1e-5)
+
+  def test_dropout_mask_follows_the_example_not_the_position(self):
+    key = jax.random.key(3)
+    x = jnp.ones((2, 1000))
+    out = layers.example_dropout(x, 0.5, key, jnp.array([5, 9]))
+    swapped = layers.example_dropout(x, 0.5, key, jnp.array([9, 5]))
+    np.testing.assert_array_equal(out[0], swapped[1])
+    self.assertFalse(np.array_equal(out[0], out[1]))
+    kept = float(jnp.mean(out > 0))
+    self.assertBetween(kept, 0.45, 0.55)
+    self.assertEqual(set(np.unique(np.asarray(out))), {0.0, 2.0})  # inverted: kept × 1/(1-p).
+
+  @parameterized.named_parameters(
+      ("columns_lrn", "alexnet", models.Layout(conv_shards=4, fc_shards=4), 224,
+       "alexnet layer conv1 normalises \\(LRN\\) within each column, and alexnet has 2 columns, "
+       "so the model axis must have size 1 or 2, not 4"),
+      ("filters", "alexnet_owt", models.Layout(conv_shards=3), 224,
+       "alexnet_owt layer conv1 has 64 filters, which a model axis of size 3 cannot split"),
+      ("neurons", "alexnet_owt", models.Layout(fc_shards=3), 224,
+       "alexnet_owt layer fc6 has 4096 neurons, which a model axis of size 3 cannot split"),
+      ("image", "alexnet", models.Layout(), 48, "image_size 48 is too small for alexnet"),
+  )
+  def test_impossible_layouts_name_the_layer(self, name, layout, image_size, message):
+    with self.assertRaisesRegex(UserError, message):
+      models.build(name, 10, layout, image_size)
+
+  def test_column_connectivity_limits_the_model_axis(self):
+    tiny = models.ARCHITECTURES["alexnet_tiny"]
+    without_lrn = dataclasses.replace(
+        tiny, convs=tuple(dataclasses.replace(c, lrn=False) for c in tiny.convs))
+    with self.assertRaisesRegex(UserError, "layer conv2 is connected only within its column"):
+      models.check_layout("two_columns", without_lrn, models.Layout(conv_shards=4), 64)
+
+  def test_unknown_model(self):
+    with self.assertRaisesRegex(UserError, "unknown model 'vgg'"):
+      models.build("vgg", 10)
+
+
+if __name__ == "__main__":
+  absltest.main()

@@ -1,0 +1,90 @@
+"""Every synchronous scheme computes the single-device SGD: same losses, same parameters."""
+
+from tests import testing  # noqa: F401  (sets up 8 CPU devices first)
+
+import jax  # noqa: E402
+import numpy as np  # noqa: E402
+from absl.testing import absltest, parameterized  # noqa: E402
+from jax.sharding import PartitionSpec as P  # noqa: E402
+
+GLOBAL_BATCH = 16  # divisible by every mesh below, including owt's 8-way conv batch.
+STEPS = 3
+CONFIG = testing.tiny_config(base_learning_rate=0.05, reference_batch_size=GLOBAL_BATCH,
+                             lr_decay="constant")  # dropout_rate stays 0.5: dropout is on.
+BATCHES = testing.random_batches(STEPS, GLOBAL_BATCH)
+_reference = {}
+
+
+def reference(model_name):
+  """Losses and parameters of the single-device run (computed once per model)."""
+  if model_name not in _reference:
+    setup = testing.build(model_name, "single", 1, 1, CONFIG, GLOBAL_BATCH)
+    initial = jax.tree.map(np.asarray, setup["state"].params)
+    losses, params = testing.train_steps(setup, BATCHES)
+    _reference[model_name] = initial, losses, params
+  return _reference[model_name]
+
+
+class EquivalenceTest(parameterized.TestCase):
+
+  @parameterized.named_parameters(
+      ("data_2x1", "alexnet_tiny", "data", 2, 1),
+      ("data_4x1", "alexnet_tiny", "data", 4, 1),
+      ("model_1x2_two_columns", "alexnet_tiny", "model", 1, 2),
+      ("model_1x2_one_column", "alexnet_owt_tiny", "model", 1, 2),
+      ("hybrid_2x2", "alexnet_tiny", "hybrid", 2, 2),
+      ("owt_1x8", "alexnet_owt_tiny", "owt", 1, 8),
+      ("owt_2x4", "alexnet_owt_tiny", "owt", 2, 4),
+      ("owt_2x4_two_columns", "alexnet_tiny", "owt", 2, 4),
+  )
+  def test_three_sgd_steps_with_dropout_equal_single_device(self, model_name, scheme, data,
+                                                            model):
+    initial, ref_losses, ref_params = reference(model_name)
+    setup = testing.build(model_name, scheme, data, model, CONFIG, GLOBAL_BATCH)
+    losses, params = testing.train_steps(setup, BATCHES)
+
+    np.testing.assert_allclose(losses, ref_losses, rtol=1e-6, atol=1e-6)
+    moved = max(np.abs(a - b).max() for a, b in zip(jax.tree.leaves(ref_params),
+                                                     jax.tree.leaves(initial)))
+    self.assertGreater(moved, 1e-3)  # the tolerance below is far smaller than the updates.
+    jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=2e-7), params,
+                 ref_params)
+
+  @parameterized.named_parameters(
+      ("hybrid_2x2", "alexnet_tiny", "hybrid", 2, 2),
+      ("owt_2x4", "alexnet_owt_tiny", "owt", 2, 4),
+  )
+  def test_eval_sums_equal_single_device_with_padding(self, model_name, scheme, data, model):
+    images, labels = BATCHES[0]
+    weights = (np.arange(GLOBAL_BATCH) < 11).astype(np.float32)  # a partial last batch.
+    sums = []
+    for args in (("single", 1, 1), (scheme, data, model)):
+      setup = testing.build(model_name, *args, CONFIG, GLOBAL_BATCH)
+      sums.append(jax.device_get(setup["eval_step"](setup["state"].params,
+                                                    *testing.put(setup, images, labels, weights))))
+    self.assertEqual(sums[0]["count"], 11)
+    for key in sums[0]:
+      np.testing.assert_allclose(sums[1][key], sums[0][key], rtol=1e-6)
+
+  def test_state_is_placed_with_the_plan_specs(self):
+    setup = testing.build("alexnet_tiny", "hybrid", 2, 2, CONFIG, GLOBAL_BATCH)
+    params = setup["state"].params
+    self.assertEqual(params["conv2"]["conv"]["kernel"].sharding.spec, P(None, None, None, "model"))
+    self.assertEqual(params["fc8"]["kernel"].sharding.spec, P("model", None))
+    momentum = setup["state"].opt_state[1][0].trace  # chain(decay, sgd) → sgd's trace.
+    self.assertEqual(momentum["fc6"]["dense"]["kernel"].sharding.spec, P(None, "model"))
+    # Device 1 (model index 1) holds the second column's conv2 filters.
+    shard = params["conv2"]["conv"]["kernel"].addressable_shards[1]
+    self.assertEqual(shard.data.shape, (5, 5, 8, 16))
+
+  def test_dropout_changes_the_loss(self):
+    # Guards the equivalence tests: they must run with dropout actually on.
+    _, ref_losses, _ = reference("alexnet_tiny")
+    no_dropout = CONFIG.copy_and_resolve_references()
+    no_dropout.dropout_rate = 0.0
+    setup = testing.build("alexnet_tiny", "single", 1, 1, no_dropout, GLOBAL_BATCH)
+    losses, _ = testing.train_steps(setup, BATCHES[:1])
+    self.assertGreater(abs(losses[0] - ref_losses[0]), 1e-3)
+
+if __name__ == "__main__":
+  absltest.main()
