@@ -21,6 +21,31 @@ _CPU_DEVICES = flags.DEFINE_integer(
 flags.mark_flag_as_required("config")
 
 
+def _fail(message: str) -> None:
+  """Reports bad input in one sentence and exits 1 (a traceback would bury the sentence)."""
+  print(f"error: {message}", file=sys.stderr)
+  sys.exit(1)
+
+
+def _parse_flags(argv):
+  """absl's flag parsing, with config-file and config-override mistakes reported in one line."""
+  try:
+    argv = flags.FLAGS(argv)
+    _ = _CONFIG.value.mesh  # ml_collections defers a file's load error to the first access.
+    return argv
+  except flags.Error as e:
+    _fail(str(e))
+  except OSError as e:  # ml_collections could not load the config file.
+    cause = str(e.__cause__ or e).strip().splitlines()[-1].strip()
+    _fail(f"the config file could not be loaded: {cause}.")
+  except (KeyError, AttributeError) as e:  # --config.FIELD names no field of the config.
+    # ml_collections nests the KeyError's text (and a "did you mean") inside quotes; unwrap it.
+    text = e.args[0] if e.args else str(e)
+    while isinstance(text, BaseException):
+      text = text.args[0] if text.args else str(text)
+    _fail(f"the config has no such field: {' '.join(str(text).split())}")
+
+
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
@@ -42,9 +67,8 @@ def main(argv):
   try:
     train.train_and_evaluate(config, workdir)
   except (UserError, FloatingPointError) as e:
-    print(f"error: {e}", file=sys.stderr)
-    sys.exit(1)
+    _fail(str(e))
 
 
 if __name__ == "__main__":
-  app.run(main)
+  app.run(main, flags_parser=_parse_flags)

@@ -1,0 +1,83 @@
+"""main.py as a user runs it: bad input gives one sentence and exit 1; a run writes its metrics."""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+from absl.testing import absltest, parameterized
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TINY = ["--config.model=alexnet_tiny", "--config.image_size=64"]
+
+
+def run_main(*args, cwd=ROOT):
+  return subprocess.run([sys.executable, os.path.join(ROOT, "main.py"), *args], cwd=cwd,
+                        capture_output=True, text=True, timeout=300)
+
+
+class BadInputTest(parameterized.TestCase):
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.tmp = tempfile.mkdtemp()
+    cls.garbage = os.path.join(cls.tmp, "garbage.npz")
+    with open(cls.garbage, "wb") as f:
+      f.write(b"\x00" * 64)
+
+  @parameterized.named_parameters(
+      ("mesh_larger_than_devices", ["--config=configs/hybrid4.py", "--cpu_devices=2"],
+       "the mesh 2×2 needs 4 devices but only 2 cpu device(s) are available"),
+      ("batch_not_divisible", ["--config=configs/data4.py", "--config.global_batch_size=255"],
+       "global_batch_size 255 cannot be split evenly over the 4 devices"),
+      ("layer_cannot_split", ["--config=configs/model2.py", "--config.mesh.model=4"],
+       "alexnet layer conv1 normalises (LRN) within each column"),
+      ("unknown_dataset", ["--config=configs/single.py", "--config.dataset=imagenet21k"],
+       "unknown dataset 'imagenet21k'"),
+      ("unknown_scheme", ["--config=configs/single.py", "--config.parallelism=pipeline"],
+       "unknown parallelism 'pipeline'"),
+      ("missing_npz", ["--config=configs/single.py", "--config.dataset=npz:no/such/file.npz"],
+       "dataset file 'no/such/file.npz' does not exist"),
+      ("missing_config_file", ["--config=configs/no_such_config.py"],
+       "the config file could not be loaded: [Errno 2] No such file or directory"),
+      ("unknown_config_field", ["--config=configs/single.py", "--config.batchsize=8"],
+       "the config has no such field: 'batchsize'"),
+      ("malformed_npz", ["--config=configs/single.py", "--config.dataset=npz:{garbage}"],
+       "is not a readable .npz file"),
+  )
+  def test_one_sentence_and_exit_1(self, args, message):
+    args = [a.format(garbage=self.garbage) for a in args]
+    result = run_main(*args, f"--workdir={self.tmp}/run")
+    self.assertEqual(result.returncode, 1, result.stderr[-2000:])
+    self.assertNotIn("Traceback", result.stderr)
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
+    self.assertLen(errors, 1)
+    self.assertIn(message, errors[0])
+    self.assertFalse(os.path.exists(f"{self.tmp}/run/metrics.jsonl"))  # failed before training.
+
+
+class RunTest(absltest.TestCase):
+
+  def test_hybrid4_simulates_its_devices_and_writes_metrics(self):
+    with tempfile.TemporaryDirectory() as workdir:
+      result = run_main("--config=configs/hybrid4.py", *TINY, "--config.num_train_steps=4",
+                        "--config.log_every_steps=2", f"--workdir={workdir}")
+      self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+      self.assertIn("simulating 4 CPU devices for the 2×2 mesh", result.stderr)
+      with open(os.path.join(workdir, "metrics.jsonl")) as f:
+        rows = [json.loads(line) for line in f]
+    self.assertEqual([r["step"] for r in rows], [2, 4, 4])
+    self.assertIn("eval_top1", rows[-1])
+
+  def test_default_workdir_is_named_after_the_config(self):
+    with tempfile.TemporaryDirectory() as cwd:
+      result = run_main(f"--config={ROOT}/configs/single.py", *TINY,
+                        "--config.num_train_steps=1", cwd=cwd)
+      self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+      self.assertTrue(os.path.exists(os.path.join(cwd, "runs", "single", "metrics.jsonl")))
+
+
+if __name__ == "__main__":
+  absltest.main()
