@@ -14,7 +14,7 @@ from jax.sharding import NamedSharding
 
 import input_pipeline
 from hybrid_parallel import mesh as mesh_lib
-from hybrid_parallel import metric_writers, models, optim, partitioning, step, train_state
+from hybrid_parallel import metric_writers, models, optim, partitioning, schemes, step
 
 
 def _total_steps(config, steps_per_epoch: int) -> int:
@@ -60,14 +60,14 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
   schedule = optim.learning_rate_schedule(config, global_batch, steps_per_epoch, total_steps)
   tx = optim.make_optimizer(config, schedule)
   image_shape = models.input_shape(config.model, config.image_size, dataset.channels)
-  state, specs = train_state.create(model, tx, plan, mesh, image_shape, config.seed)
-  train_step = step.make_train_step(model, plan, mesh, tx, specs)
-  eval_step = step.make_eval_step(model, plan, mesh, specs.params)
+  scheme = schemes.build(config, model, plan, mesh, tx, image_shape)
+  state, train_step = scheme.state, scheme.train_step
+  eval_step = step.make_eval_step(model, plan, mesh, scheme.eval_param_specs)
   batch_sharding = NamedSharding(mesh, plan.batch_spec)
   logging.info("%s: %s on a %d×%d mesh of %s devices, global batch %d, %d steps (%d per epoch), "
                "%s parameters", config.model, config.parallelism, plan.data, plan.model,
                devices[0].platform, global_batch, total_steps, steps_per_epoch,
-               f"{models.count_params(state.params):,}")
+               f"{models.count_params(scheme.eval_params(state)):,}")
 
   is_logger = jax.process_index() == 0
   writer = metric_writers.MetricWriter(workdir) if is_logger else None
@@ -98,8 +98,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
             progress.log(done, row)
           window, window_start = [], time.perf_counter()
         if done % config.eval_every_steps == 0 or done == total_steps:
-          eval_metrics = evaluate(eval_step, state.params, dataset, batch_sharding,
-                                  config.eval_batch_size)
+          eval_metrics = evaluate(eval_step, scheme.eval_params(state), dataset,
+                                  batch_sharding, config.eval_batch_size)
           if is_logger:
             writer.write(done, eval_metrics)
             logging.info("eval at step %d | loss %.4f | top-1 %.2f%% | top-5 %.2f%%", done,

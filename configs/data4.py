@@ -10,8 +10,4 @@ from configs import default
 
 
 def get_config():
-  config = default.get_config()
-  config.parallelism = "data"
-  config.mesh.data, config.mesh.model = 4, 1
-  config.global_batch_size = 256
-  return config
+  return default.for_scheme("data", 4, 1)

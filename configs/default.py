@@ -21,6 +21,22 @@ def get_config() -> ml_collections.ConfigDict:
   config.parallelism = "single"
   # The device mesh: batch split `data` ways, filters / neurons split `model` ways.
   config.mesh = ml_collections.ConfigDict({"data": 1, "model": 1})
+  # How gradients are summed over the batch axes: psum (XLA's all-reduce), ring, tree, butterfly
+  # or parameter_server (built from ppermute; see hybrid_parallel/collectives.py).
+  config.grad_reduce = "psum"
+  # averaging (Su, Chen & Morgan): mix the replicas' parameters every sync_every steps by
+  # average_method (allreduce, ring, butterfly, hopping_ring; see hybrid_parallel/averaging.py),
+  # momentum buffers too when average_momentum.
+  config.sync_every = 1
+  config.average_method = "allreduce"
+  config.average_momentum = True
+  # asgd (Paine et al. 2013): clients push their updates every n_push and fetch the server's
+  # parameters every n_fetch steps (Paine et al.: both = n_sync), at staggered phases when
+  # asgd_stagger; the first warm_start_steps train client 0 alone (see hybrid_parallel/asgd.py).
+  config.n_push = 1
+  config.n_fetch = 1
+  config.asgd_stagger = True
+  config.warm_start_steps = 0
 
   # Data: digits, synthetic or npz:PATH (see input_pipeline.py).
   config.dataset = "digits"
@@ -56,4 +72,14 @@ def get_config() -> ml_collections.ConfigDict:
   config.seed = 0  # Parameters, data order and dropout all derive from it.
   config.log_every_steps = 10  # A train row in metrics.jsonl and a console line.
   config.eval_every_steps = 50  # An eval row over the whole test set (and always at the end).
+  return config
+
+
+def for_scheme(parallelism: str, data: int, model: int,
+               global_batch_size: int = 256) -> ml_collections.ConfigDict:
+  """The defaults with `parallelism` on a `data × model` mesh (Yadan et al. use batch 256)."""
+  config = get_config()
+  config.parallelism = parallelism
+  config.mesh.data, config.mesh.model = data, model
+  config.global_batch_size = global_batch_size
   return config

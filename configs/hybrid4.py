@@ -13,8 +13,4 @@ from configs import default
 
 
 def get_config():
-  config = default.get_config()
-  config.parallelism = "hybrid"
-  config.mesh.data, config.mesh.model = 2, 2
-  config.global_batch_size = 256
-  return config
+  return default.for_scheme("hybrid", 2, 2)

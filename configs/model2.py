@@ -13,8 +13,4 @@ from configs import default
 
 
 def get_config():
-  config = default.get_config()
-  config.parallelism = "model"
-  config.mesh.data, config.mesh.model = 1, 2
-  config.global_batch_size = 256
-  return config
+  return default.for_scheme("model", 1, 2)

@@ -16,11 +16,8 @@ from configs import default
 
 
 def get_config():
-  config = default.get_config()
+  config = default.for_scheme("owt", 2, 4, global_batch_size=1024)
   config.model = "alexnet_owt"
-  config.parallelism = "owt"
-  config.mesh.data, config.mesh.model = 2, 4
-  config.global_batch_size = 1024
   config.num_epochs = 120
   config.warmup_epochs = 10
   config.lr_decay_epochs = (90,)

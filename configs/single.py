@@ -10,8 +10,4 @@ from configs import default
 
 
 def get_config():
-  config = default.get_config()
-  config.parallelism = "single"
-  config.mesh.data, config.mesh.model = 1, 1
-  config.global_batch_size = 256
-  return config
+  return default.for_scheme("single", 1, 1)

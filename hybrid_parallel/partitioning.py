@@ -15,6 +15,9 @@ Scheme by scheme (mesh data × model; D, M the axis sizes):
   owt     D×M  conv stages: batch over ("data", "model"), conv parameters replicated, their
                gradients summed over both axes; FC stages: batch over "data", neurons over
                "model", gradients summed over "data" (Krizhevsky 2014).
+  averaging, asgd
+          D×1  batch over "data"; each replica keeps its own parameters (stacked over "data", see
+               local_sgd.py); no gradient sum — replicas meet by averaging or a parameter server.
 """
 
 import dataclasses
@@ -26,7 +29,9 @@ from hybrid_parallel.errors import UserError
 from hybrid_parallel.mesh import DATA, MODEL
 from hybrid_parallel.models import Layout
 
-SCHEMES = ("single", "data", "model", "hybrid", "owt")
+SYNCHRONOUS = ("single", "data", "model", "hybrid", "owt")
+LOCAL_SGD = ("averaging", "asgd")
+SCHEMES = SYNCHRONOUS + LOCAL_SGD
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,8 +59,10 @@ def plan(scheme: str, data: int, model: int) -> Plan:
   """The plan of `scheme` on a `data × model` mesh; one clear UserError if they do not fit."""
   if scheme not in SCHEMES:
     raise UserError(f"unknown parallelism {scheme!r}; choose one of {', '.join(SCHEMES)}.")
-  needs = {"single": "a 1×1 mesh", "data": "mesh.model = 1", "model": "mesh.data = 1"}
-  fits = {"single": data == 1 and model == 1, "data": model == 1, "model": data == 1}
+  needs = {"single": "a 1×1 mesh", "data": "mesh.model = 1", "model": "mesh.data = 1",
+           "averaging": "mesh.model = 1", "asgd": "mesh.model = 1"}
+  fits = {"single": data == 1 and model == 1, "data": model == 1, "model": data == 1,
+          "averaging": model == 1, "asgd": model == 1}
   if not fits.get(scheme, True):
     raise UserError(f"parallelism {scheme!r} needs {needs[scheme]}, got a {data}×{model} mesh.")
   data_axes = (DATA,) if data > 1 else ()
@@ -120,4 +127,16 @@ def grad_axes(path, plan_: Plan) -> tuple[str, ...]:
 
 def map_with_grad_axes(fn, tree, plan_: Plan):
   """Applies `fn(leaf, axes)` to every parameter-shaped leaf, `axes` being its `grad_axes`."""
-  return jax.tree_util.tree_map_with_path(lambda path, x: fn(x, grad_axes(path, plan_)), tree)
+  return jax.tree_util.tree_map_with_path(lambda path, x: fn(x, grad_axes(path, plan_)), tree,
+                                          is_leaf=lambda x: isinstance(x, P))
+
+
+def partial_grad_specs(param_specs_, plan_: Plan):
+  """Specs of per-device partial gradients, stacked on a new leading axis over their grad axes.
+
+  A gradient whose parameter is `kernel[I, O]` with spec P(None, "model") and grad axes ("data",)
+  is carried as `[D, I, O]` with spec P("data", None, "model"): each device's partial sum is its
+  own row, so no communication happens until the chosen algorithm sums the rows.
+  """
+  return map_with_grad_axes(lambda spec, axes: P(axes, *spec) if axes else spec, param_specs_,
+                            plan_)

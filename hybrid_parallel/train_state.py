@@ -33,27 +33,29 @@ def state_specs(abstract_state: TrainState, plan: partitioning.Plan, tx, classif
   return TrainState(step=P(), params=param_specs, opt_state=opt_specs, rng=P())
 
 
+def create_unsharded(model: models.AlexNet, tx, image_shape, seed: int) -> TrainState:
+  """The initial state of the whole single-device network (`Layout()`) for `seed`.
+
+  Every scheme starts from these values, so every scheme starts from the same point.
+  """
+  whole = model.clone(layout=models.Layout())
+  root = jax.random.PRNGKey(seed)
+  variables = whole.init(jax.random.fold_in(root, 0), jnp.zeros(image_shape, jnp.float32),
+                         example_ids_B=jnp.zeros(image_shape[0], jnp.int32))
+  params = variables["params"]
+  return TrainState(step=jnp.zeros((), jnp.int32), params=params, opt_state=tx.init(params),
+                    rng=root)
+
+
 def create(model: models.AlexNet, tx, plan: partitioning.Plan, mesh, image_shape, seed: int):
   """Initialises the full-size model with `seed` and places the state with the plan's shardings.
-
-  The parameters come from the single-device network (`Layout()`), whatever the scheme, so every
-  scheme starts from identical values.
 
   Returns:
     (state, specs): the sharded TrainState and its PartitionSpecs.
   """
-  whole = model.clone(layout=models.Layout())
-
-  def init():
-    root = jax.random.PRNGKey(seed)
-    variables = whole.init(jax.random.fold_in(root, 0), jnp.zeros(image_shape, jnp.float32),
-                           example_ids_B=jnp.zeros(image_shape[0], jnp.int32))
-    params = variables["params"]
-    return TrainState(step=jnp.zeros((), jnp.int32), params=params, opt_state=tx.init(params),
-                      rng=root)
-
+  init = lambda: create_unsharded(model, tx, image_shape, seed)
   abstract = jax.eval_shape(init)
-  specs = state_specs(abstract, plan, tx, whole.arch.fc_names()[-1])
+  specs = state_specs(abstract, plan, tx, model.arch.fc_names()[-1])
   shardings = jax.tree.map(lambda s: NamedSharding(mesh, s), specs,
                            is_leaf=lambda x: isinstance(x, P))
   return jax.jit(init, out_shardings=shardings)(), specs

@@ -13,7 +13,7 @@ from jax.sharding import NamedSharding  # noqa: E402
 
 from configs import default  # noqa: E402
 from hybrid_parallel import mesh as mesh_lib  # noqa: E402
-from hybrid_parallel import models, optim, partitioning, step, train_state  # noqa: E402
+from hybrid_parallel import models, optim, partitioning, schemes, step  # noqa: E402
 
 IMAGE_SIZE = 64  # The smallest input the AlexNet stem and pools leave a feature map for.
 
@@ -35,16 +35,17 @@ def random_batches(n: int, batch: int, channels: int = 3, classes: int = 10, see
 
 
 def build(model_name: str, scheme: str, data: int, model: int, config, batch: int):
-  """Mesh, plan, model, optimiser, initial state and steps for one scheme."""
+  """Mesh, plan, model, optimiser, initial state and steps for one scheme (as train.py does)."""
+  config = config.copy_and_resolve_references()
+  config.parallelism = scheme
   plan = partitioning.plan(scheme, data, model)
   mesh = mesh_lib.make_mesh(data, model)
   net = models.build(model_name, 10, plan.layout, IMAGE_SIZE, config.dropout_rate)
   tx = optim.make_optimizer(config, optim.learning_rate_schedule(config, batch, 10, 100))
-  state, specs = train_state.create(net, tx, plan, mesh, (1, IMAGE_SIZE, IMAGE_SIZE, 3), seed=0)
-  return dict(plan=plan, mesh=mesh, model=net, tx=tx, state=state, specs=specs,
-              sharding=NamedSharding(mesh, plan.batch_spec),
-              train_step=step.make_train_step(net, plan, mesh, tx, specs),
-              eval_step=step.make_eval_step(net, plan, mesh, specs.params))
+  built = schemes.build(config, net, plan, mesh, tx, (1, IMAGE_SIZE, IMAGE_SIZE, 3))
+  return dict(plan=plan, mesh=mesh, model=net, tx=tx, state=built.state, scheme=built,
+              sharding=NamedSharding(mesh, plan.batch_spec), train_step=built.train_step,
+              eval_step=step.make_eval_step(net, plan, mesh, built.eval_param_specs))
 
 
 def put(setup, *arrays):
@@ -52,10 +53,10 @@ def put(setup, *arrays):
 
 
 def train_steps(setup, batches):
-  """Runs one step per batch; returns the per-step losses and the final params as numpy."""
+  """Runs one step per batch; returns the per-step losses and the evaluated params as numpy."""
   state, losses = setup["state"], []
   for images, labels in batches:
     state, metrics = setup["train_step"](state, *put(setup, images, labels))
     losses.append(float(metrics["train_loss"]))
   setup["state"] = state
-  return np.array(losses), jax.tree.map(np.asarray, state.params)
+  return np.array(losses), jax.tree.map(np.asarray, setup["scheme"].eval_params(state))

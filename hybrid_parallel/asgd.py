@@ -1,0 +1,89 @@
+"""A-SGD with a parameter server (Paine et al. 2013; DistBelief), emulated deterministically.
+
+`config.parallelism = "asgd"` on a D × 1 mesh. The server's parameters θ_ps are kept whole on
+every device (a replicated copy stands in for the server process). Each of the D clients runs SGD
+on its shard of the global batch with its own momentum, and accumulates its parameter change
+Δ_i since its last push. Client i
+
+  pushes  after update t when (t + o_i) mod n_push = 0:   θ_ps ← θ_ps + Δ_i,  Δ_i ← 0;
+  fetches after update t when (t + o_i) mod n_fetch = 0:  θ_i ← θ_ps (after that step's pushes),
+
+with offsets o_i = ⌊i · n_push / D⌋ when `asgd_stagger` is on (clients push on different steps, as
+unsynchronised clients would) and 0 otherwise. Paine et al. use n_fetch = n_push = n_sync.
+
+Staleness: a staggered client's push carries up to n_push local updates computed from parameters
+fetched up to n_fetch steps earlier, while the other D − 1 clients' pushes have moved θ_ps in the
+meantime; with stagger, pushes reach the server at D different phases of each n_push-step period.
+
+How this differs from a truly asynchronous system: all clients advance in lock-step (one update
+each per step) and the order of pushes and fetches is fixed by the offsets, so staleness is
+deterministic and the run is reproducible; real clients run at their own speeds, so staleness
+varies and slow clients push older updates. Pushes are emulated with one all-reduce of the
+pushing clients' Δ (zeros from the others), which moves more bytes than point-to-point pushes.
+
+`warm_start_steps`: for the first W updates only client 0 trains (on its shard); every update is
+copied to all clients and to the server, as in Paine et al.'s warm-start experiment (a model
+trained on one GPU first).
+
+With D = 1 this is single-device SGD; with n_push = n_fetch = 1 and no stagger it is synchronous
+data-parallel SGD whose update is the *sum* of the clients' updates.
+"""
+
+import jax
+import jax.numpy as jnp
+
+from hybrid_parallel import local_sgd
+from hybrid_parallel.errors import UserError
+from hybrid_parallel.mesh import DATA
+
+
+def check(n_push: int, n_fetch: int, warm_start_steps: int) -> None:
+  for name, value in (("n_push", n_push), ("n_fetch", n_fetch)):
+    if not isinstance(value, int) or value < 1:
+      raise UserError(f"{name} must be a positive integer, got {value!r}.")
+  if not isinstance(warm_start_steps, int) or warm_start_steps < 0:
+    raise UserError(f"warm_start_steps must be a non-negative integer, got {warm_start_steps!r}.")
+
+
+def client_init(params):
+  """Each client starts with nothing to push."""
+  return {"pending": jax.tree.map(jnp.zeros_like, params)}
+
+
+def shared_init(params):
+  """The server starts from the common initialisation."""
+  return {"server": params}
+
+
+def make_sync(replicas: int, n_push: int, n_fetch: int, stagger: bool, warm_start_steps: int):
+  """The `local_sgd` sync implementing the push / fetch rules of the module docstring."""
+  check(n_push, n_fetch, warm_start_steps)
+
+  def sync(local, client, shared, previous_params, step):
+    i = local_sgd.replica_index()
+    offset = (i * n_push) // replicas if stagger else 0
+    pending = jax.tree.map(lambda p, new, old: p + (new - old), client["pending"], local.params,
+                           previous_params)
+
+    def asynchronous(_):
+      pushing = (step + offset) % n_push == 0
+      fetching = (step + offset) % n_fetch == 0
+      pushed = jax.tree.map(lambda d: jax.lax.psum(jnp.where(pushing, d, 0.0), DATA), pending)
+      server = jax.tree.map(jnp.add, shared["server"], pushed)
+      left = jax.tree.map(lambda d: jnp.where(pushing, 0.0, d), pending)
+      params = jax.tree.map(lambda s, p: jnp.where(fetching, s, p), server, local.params)
+      return local.replace(params=params), {"pending": left}, {"server": server}
+
+    def warm_start(_):
+      first = local_sgd.from_replica_zero(local)
+      zeros = jax.tree.map(jnp.zeros_like, pending)
+      return first, {"pending": zeros}, {"server": first.params}
+
+    return jax.lax.cond(step <= warm_start_steps, warm_start, asynchronous, None)
+
+  return sync
+
+
+def eval_params(state: local_sgd.ReplicaState):
+  """The server's parameters: what the clients would fetch."""
+  return state.shared["server"]

@@ -1,0 +1,118 @@
+"""Local SGD on D data replicas: the shared core of model averaging and A-SGD.
+
+Each replica ("client") holds its own parameters and optimiser state and takes SGD steps on its
+shard of the global batch, with the loss averaged over that shard. A scheme adds a `sync` that
+runs after every local update (averaging, parameter-server push / fetch).
+
+State layout: every leaf of the single-device TrainState (parameters, optimiser state) is stacked
+on a new leading axis of size D, sharded over "data" — replica i's copy lives on device i. All
+replicas start from the same single-device initialisation.
+"""
+
+from collections.abc import Callable
+
+import flax.struct
+import jax
+import jax.numpy as jnp
+import optax
+from jax.sharding import NamedSharding, PartitionSpec as P
+
+from hybrid_parallel import models, partitioning, train_state
+from hybrid_parallel.mesh import DATA
+
+
+class ReplicaState(flax.struct.PyTreeNode):
+  """Per-replica state (stacked over "data") plus whatever the scheme shares.
+
+  Attributes:
+    step: updates taken so far (the same on every replica).
+    local: the replicas' TrainState leaves, each with a leading axis of size D.
+    client: the scheme's other per-replica state, stacked the same way (A-SGD: pending updates).
+    shared: scheme state kept whole on every device (A-SGD: the server's parameters).
+    rng: the run's root key data, as in TrainState.
+  """
+  step: jax.Array
+  local: train_state.TrainState
+  client: dict
+  shared: dict
+  rng: jax.Array
+
+
+def create(model: models.AlexNet, tx, plan: partitioning.Plan, mesh, image_shape, seed: int,
+           client_init: Callable | None = None, shared_init: Callable | None = None):
+  """Every replica starts from the single-device initialisation.
+
+  `client_init(params)` gives one replica's extra state (stacked for all), `shared_init(params)`
+  the replicated scheme state; both default to empty.
+
+  Returns:
+    (state, specs): the ReplicaState on the mesh and its PartitionSpecs.
+  """
+  replicas = plan.data
+
+  def init():
+    state = train_state.create_unsharded(model, tx, image_shape, seed)
+    stack = lambda tree: jax.tree.map(
+        lambda x: jnp.broadcast_to(x[None], (replicas,) + x.shape), tree)
+    return ReplicaState(step=state.step, local=stack(state),
+                        client=stack(client_init(state.params) if client_init else {}),
+                        shared=shared_init(state.params) if shared_init else {}, rng=state.rng)
+
+  abstract = jax.eval_shape(init)
+  per_replica = lambda tree: jax.tree.map(lambda _: P(DATA), tree)
+  specs = ReplicaState(step=P(), local=per_replica(abstract.local),
+                       client=per_replica(abstract.client),
+                       shared=jax.tree.map(lambda _: P(), abstract.shared), rng=P())
+  shardings = jax.tree.map(lambda s: NamedSharding(mesh, s), specs,
+                           is_leaf=lambda x: isinstance(x, P))
+  return jax.jit(init, out_shardings=shardings)(), specs
+
+
+def make_step(model: models.AlexNet, plan: partitioning.Plan, mesh, tx, specs: ReplicaState,
+              sync: Callable):
+  """Returns `step(state, images, labels) -> (state, metrics)` for local SGD plus `sync`.
+
+  `sync(local, client, shared, previous_params, step) -> (local, client, shared)` runs on each
+  device after its local update, inside a shard_map over "data" without replication checks (it may
+  use ppermute); `local` and `client` are this replica's (unstacked) state, `step` the number of
+  updates now taken. What it returns as `shared` must be the same on every device.
+  """
+
+  def per_device_step(state: ReplicaState, images_BHWC, labels_B):
+    local, client = jax.tree.map(lambda x: x[0], (state.local, state.client))
+    local_batch = images_BHWC.shape[0]
+    example_ids_B = jax.lax.axis_index(DATA) * local_batch + jnp.arange(local_batch)
+    key = jax.random.fold_in(jax.random.wrap_key_data(state.rng), state.step)
+
+    def loss_fn(params):
+      logits_BC = model.apply({"params": params}, images_BHWC, example_ids_B=example_ids_B,
+                              dropout_key=key)
+      return optax.softmax_cross_entropy_with_integer_labels(logits_BC, labels_B).mean(), logits_BC
+
+    (loss, logits_BC), grads = jax.value_and_grad(loss_fn, has_aux=True)(local.params)
+    updates, opt_state = tx.update(grads, local.opt_state, local.params)
+    new_step = state.step + 1
+    updated = local.replace(step=new_step, params=optax.apply_updates(local.params, updates),
+                            opt_state=opt_state)
+    updated, client, shared = sync(updated, client, state.shared, local.params, new_step)
+    global_batch = local_batch * plan.data
+    metrics = {"train_loss": jax.lax.psum(loss, DATA) / plan.data,
+               "train_accuracy": jax.lax.psum(jnp.sum(jnp.argmax(logits_BC, -1) == labels_B),
+                                              DATA) / global_batch}
+    restack = lambda tree: jax.tree.map(lambda x: x[None], tree)
+    return state.replace(step=new_step, local=restack(updated), client=restack(client),
+                         shared=shared), metrics
+
+  batch = plan.batch_spec
+  return jax.jit(jax.shard_map(per_device_step, mesh=mesh, in_specs=(specs, batch, batch),
+                               out_specs=(specs, P()), check_vma=False), donate_argnums=0)
+
+
+def replica_index() -> jax.Array:
+  return jax.lax.axis_index(DATA)
+
+
+def from_replica_zero(tree):
+  """Every replica gets replica 0's values (one all-reduce of a masked copy)."""
+  first = replica_index() == 0
+  return jax.tree.map(lambda x: jax.lax.psum(jnp.where(first, x, jnp.zeros_like(x)), DATA), tree)

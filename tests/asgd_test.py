@@ -1,0 +1,88 @@
+"""A-SGD: one client is single-device SGD; n_sync = 1 without stagger is summed synchronous SGD."""
+
+from tests import testing  # noqa: F401  (sets up 8 CPU devices first)
+
+import jax  # noqa: E402
+import numpy as np  # noqa: E402
+from absl.testing import absltest  # noqa: E402
+
+from hybrid_parallel import asgd  # noqa: E402
+from hybrid_parallel.errors import UserError  # noqa: E402
+
+GLOBAL_BATCH = 16
+BATCHES = testing.random_batches(4, GLOBAL_BATCH)
+CONFIG = testing.tiny_config(base_learning_rate=0.05, reference_batch_size=GLOBAL_BATCH,
+                             lr_decay="constant")
+
+
+def server(setup):
+  return jax.tree.map(np.asarray, setup["state"].shared["server"])
+
+
+def assert_trees_close(a, b):
+  jax.tree.map(lambda x, y: np.testing.assert_allclose(x, y, rtol=1e-5, atol=2e-7), a, b)
+
+
+class AsgdTest(absltest.TestCase):
+
+  def test_one_client_is_single_device_sgd(self):
+    config = CONFIG.copy_and_resolve_references()
+    config.update(n_push=2, n_fetch=2)
+    _, expected = testing.train_steps(
+        testing.build("alexnet_tiny", "single", 1, 1, config, GLOBAL_BATCH), BATCHES)
+    _, got = testing.train_steps(
+        testing.build("alexnet_tiny", "asgd", 1, 1, config, GLOBAL_BATCH), BATCHES)
+    assert_trees_close(got, expected)  # the server after 4 steps (two pushes)
+
+  def test_sync_every_step_without_stagger_sums_the_clients_updates(self):
+    # Each client's update is −lr·(its mean gradient); the server adds all four, which is data
+    # parallelism on the global mean gradient with 4× the learning rate (no weight decay: the
+    # decay term would be counted once per client).
+    config = CONFIG.copy_and_resolve_references()
+    config.update(n_push=1, n_fetch=1, asgd_stagger=False, weight_decay=0.0)
+    _, got = testing.train_steps(
+        testing.build("alexnet_tiny", "asgd", 4, 1, config, GLOBAL_BATCH), BATCHES)
+    config.base_learning_rate *= 4
+    _, expected = testing.train_steps(
+        testing.build("alexnet_tiny", "data", 4, 1, config, GLOBAL_BATCH), BATCHES)
+    assert_trees_close(got, expected)
+
+  def test_staggered_pushes_reach_the_server_on_different_steps(self):
+    changed = {}
+    for stagger in (False, True):
+      config = CONFIG.copy_and_resolve_references()
+      config.update(n_push=4, n_fetch=4, asgd_stagger=stagger)
+      setup = testing.build("alexnet_tiny", "asgd", 4, 1, config, GLOBAL_BATCH)
+      before, changed[stagger] = server(setup), []
+      for batch in BATCHES:
+        testing.train_steps(setup, [batch])
+        after = server(setup)
+        changed[stagger].append(not np.array_equal(after["fc8"]["bias"], before["fc8"]["bias"]))
+        before = after
+    self.assertEqual(changed[False], [False, False, False, True])  # all push after step 4
+    self.assertEqual(changed[True], [True, True, True, True])  # one client pushes each step
+
+  def test_warm_start_trains_one_client_and_shares_it(self):
+    config = CONFIG.copy_and_resolve_references()
+    config.update(n_push=3, n_fetch=3, warm_start_steps=2)
+    setup = testing.build("alexnet_tiny", "asgd", 4, 1, config, GLOBAL_BATCH)
+    testing.train_steps(setup, BATCHES[:2])
+    clients = np.asarray(setup["state"].local.params["fc6"]["dense"]["kernel"])
+    np.testing.assert_array_equal(clients[1:], np.broadcast_to(clients[0], clients[1:].shape))
+    np.testing.assert_array_equal(server(setup)["fc6"]["dense"]["kernel"], clients[0])
+    # Asynchronous from here. Offsets ⌊i·3/4⌋ = 0, 0, 1, 2: after step 3 clients 0 and 1 fetch
+    # the server, client 3 keeps its own local update.
+    testing.train_steps(setup, BATCHES[2:3])
+    clients = np.asarray(setup["state"].local.params["fc6"]["dense"]["kernel"])
+    np.testing.assert_array_equal(clients[0], clients[1])
+    self.assertGreater(np.abs(clients[0] - clients[3]).max(), 1e-5)
+
+  def test_bad_settings(self):
+    with self.assertRaisesRegex(UserError, "n_push must be a positive integer, got 0"):
+      asgd.check(0, 1, 0)
+    with self.assertRaisesRegex(UserError, "warm_start_steps must be a non-negative integer"):
+      asgd.check(1, 1, -1)
+
+
+if __name__ == "__main__":
+  absltest.main()

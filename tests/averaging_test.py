@@ -1,0 +1,89 @@
+"""Model averaging: sync_every=1 is synchronous SGD; butterfly / hopping-ring mixing reach the mean."""
+
+from tests import testing  # noqa: F401  (sets up 8 CPU devices first)
+
+import functools  # noqa: E402
+
+import jax  # noqa: E402
+import numpy as np  # noqa: E402
+from absl.testing import absltest, parameterized  # noqa: E402
+from jax.sharding import NamedSharding, PartitionSpec as P  # noqa: E402
+
+from hybrid_parallel import averaging  # noqa: E402
+from hybrid_parallel import mesh as mesh_lib  # noqa: E402
+from hybrid_parallel.errors import UserError  # noqa: E402
+
+GLOBAL_BATCH = 16
+BATCHES = testing.random_batches(3, GLOBAL_BATCH)
+CONFIG = testing.tiny_config(base_learning_rate=0.05, reference_batch_size=GLOBAL_BATCH,
+                             lr_decay="constant")  # dropout stays on
+
+
+def mix_repeatedly(values, method, syncs):
+  """Applies `syncs` consecutive syncs of `method` to per-replica `values` [D, n]."""
+  replicas = values.shape[0]
+  mesh = mesh_lib.make_mesh(replicas, 1)
+
+  @functools.partial(jax.shard_map, mesh=mesh, in_specs=P("data"), out_specs=P("data"),
+                     check_vma=False)
+  def body(local):
+    for s in range(syncs):
+      local = averaging.mix(local, method, replicas, s)
+    return local
+
+  return np.asarray(jax.jit(body)(jax.device_put(values, NamedSharding(mesh, P("data")))))
+
+
+class AveragingTest(parameterized.TestCase):
+
+  @parameterized.named_parameters(("allreduce", "allreduce"), ("ring", "ring"))
+  def test_sync_every_step_equals_synchronous_data_parallel(self, method):
+    config = CONFIG.copy_and_resolve_references()
+    config.update(sync_every=1, average_method=method, average_momentum=True)
+    expected_losses, expected = testing.train_steps(
+        testing.build("alexnet_tiny", "data", 4, 1, config, GLOBAL_BATCH), BATCHES)
+    losses, params = testing.train_steps(
+        testing.build("alexnet_tiny", "averaging", 4, 1, config, GLOBAL_BATCH), BATCHES)
+    np.testing.assert_allclose(losses, expected_losses, rtol=1e-6)
+    jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=2e-7), params,
+                 expected)
+
+  def test_longer_periods_let_replicas_drift(self):
+    config = CONFIG.copy_and_resolve_references()
+    config.update(sync_every=2, average_method="allreduce")
+    setup = testing.build("alexnet_tiny", "averaging", 4, 1, config, GLOBAL_BATCH)
+    testing.train_steps(setup, BATCHES[:1])  # one local step: replicas differ
+    kernel = np.asarray(setup["state"].local.params["fc8"]["kernel"])
+    self.assertGreater(np.abs(kernel[0] - kernel[1]).max(), 1e-4)
+    testing.train_steps(setup, BATCHES[1:2])  # the second step syncs: replicas agree
+    kernel = np.asarray(setup["state"].local.params["fc8"]["kernel"])
+    np.testing.assert_allclose(kernel[1:], np.broadcast_to(kernel[0], kernel[1:].shape),
+                               atol=1e-7)
+
+  @parameterized.named_parameters(("butterfly_8", "butterfly", 8, 3),
+                                  ("butterfly_4", "butterfly", 4, 2),
+                                  ("hopping_ring_8", "hopping_ring", 8, 3))
+  def test_mixing_reaches_the_exact_mean_after_lg_d_syncs(self, method, replicas, syncs):
+    values = np.random.RandomState(0).randn(replicas, 5).astype(np.float32)
+    mean = np.broadcast_to(values.mean(0), values.shape)
+    self.assertGreater(np.abs(mix_repeatedly(values, method, syncs - 1) - mean).max(), 1e-2)
+    np.testing.assert_allclose(mix_repeatedly(values, method, syncs), mean, atol=1e-6)
+
+  def test_one_butterfly_stage_pairs_xor_partners(self):
+    values = np.arange(4, dtype=np.float32)[:, None]
+    np.testing.assert_allclose(mix_repeatedly(values, "butterfly", 1)[:, 0], [0.5, 0.5, 2.5, 2.5])
+    np.testing.assert_allclose(mix_repeatedly(values, "hopping_ring", 1)[:, 0],
+                               [1.5, 0.5, 1.5, 2.5])  # (θ_i + θ_{i-1}) / 2
+
+  def test_bad_settings(self):
+    with self.assertRaisesRegex(UserError, "butterfly mixing needs a power-of-two number of "
+                                "replicas, got mesh.data = 3"):
+      averaging.check("butterfly", 3, 1)
+    with self.assertRaisesRegex(UserError, "unknown average_method 'gossip'"):
+      averaging.check("gossip", 4, 1)
+    with self.assertRaisesRegex(UserError, "sync_every must be a positive integer, got 0"):
+      averaging.check("ring", 4, 0)
+
+
+if __name__ == "__main__":
+  absltest.main()

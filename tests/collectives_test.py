@@ -1,0 +1,65 @@
+"""Every all-reduce algorithm built from ppermute equals psum, on any axis size it accepts."""
+
+from tests import testing  # noqa: F401  (sets up 8 CPU devices first)
+
+import functools  # noqa: E402
+
+import jax  # noqa: E402
+import numpy as np  # noqa: E402
+from absl.testing import absltest, parameterized  # noqa: E402
+from jax.sharding import NamedSharding, PartitionSpec as P  # noqa: E402
+
+from hybrid_parallel import collectives  # noqa: E402
+from hybrid_parallel import mesh as mesh_lib  # noqa: E402
+from hybrid_parallel.errors import UserError  # noqa: E402
+
+
+def random_tree(p: int, seed: int):
+  """Per-device pytrees stacked on a leading axis of size p; odd sizes exercise the padding."""
+  rng = np.random.RandomState(seed)
+  return {"kernel": rng.randn(p, 3, 5, 7).astype(np.float32),
+          "bias": rng.randn(p, 11).astype(np.float32),
+          "scalar": rng.randn(p).astype(np.float32)}
+
+
+def allreduce_on_data_axis(tree, p: int, algorithm: str):
+  mesh = mesh_lib.make_mesh(p, 1)
+  spec = P("data")
+
+  @functools.partial(jax.shard_map, mesh=mesh, in_specs=spec, out_specs=spec, check_vma=False)
+  def body(local):
+    return jax.tree.map(lambda x: x[None], collectives.allreduce_sum(
+        jax.tree.map(lambda x: x[0], local), ("data",), algorithm))
+
+  placed = jax.device_put(tree, NamedSharding(mesh, spec))
+  return jax.device_get(jax.jit(body)(placed))
+
+
+class AllReduceTest(parameterized.TestCase):
+
+  @parameterized.parameters(
+      (algorithm, p) for algorithm in ("ring", "tree", "butterfly", "parameter_server")
+      for p in (2, 3, 4, 8) if not (algorithm == "butterfly" and p == 3))  # see the next test
+  def test_equals_psum_on_every_device(self, algorithm, p):
+    tree = random_tree(p, seed=p)
+    got = allreduce_on_data_axis(tree, p, algorithm)
+    expected = allreduce_on_data_axis(tree, p, "psum")
+    for name in tree:
+      np.testing.assert_allclose(got[name], expected[name], rtol=1e-5, atol=1e-5)
+      # psum itself is the plain sum, replicated on every device.
+      np.testing.assert_allclose(expected[name], np.broadcast_to(tree[name].sum(0),
+                                                                 tree[name].shape), rtol=1e-5,
+                                 atol=1e-5)
+
+  def test_butterfly_rejects_three(self):
+    with self.assertRaisesRegex(UserError, "butterfly all-reduce needs a power-of-two axis, but "
+                                "'data' has 3 devices"):
+      allreduce_on_data_axis(random_tree(3, 0), 3, "butterfly")
+
+  def test_unknown_algorithm(self):
+    with self.assertRaisesRegex(UserError, "unknown grad_reduce 'gossip'"):
+      collectives.check_algorithm("gossip")
+
+
+if __name__ == "__main__":
+  absltest.main()
