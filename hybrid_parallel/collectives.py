@@ -130,7 +130,7 @@ def parameter_server(x: jax.Array, axis: str) -> jax.Array:
   return total
 
 
-def _psum(x: jax.Array, axis: str) -> jax.Array:
+def _psum(x: jax.Array, axis) -> jax.Array:
   return jax.lax.psum(x, axis)
 
 
@@ -144,8 +144,14 @@ def check_algorithm(name: str) -> None:
 
 
 def allreduce_sum(tree_, axes: tuple[str, ...], algorithm: str = "psum"):
-  """Sums every leaf of `tree_` over the mesh `axes` (one after another) with `algorithm`."""
+  """Sums every leaf of `tree_` over the mesh `axes` with `algorithm`.
+
+  psum reduces over all `axes` in one all-reduce; the ppermute algorithms run over one axis after
+  the other (a sum over "data" then over "model" is the sum over both).
+  """
   check_algorithm(algorithm)
+  if algorithm == "psum":
+    return jax.tree.map(lambda x: jax.lax.psum(x, axes), tree_) if axes else tree_
   fn = ALGORITHMS[algorithm]
   for axis in axes:
     tree_ = jax.tree.map(functools.partial(fn, axis=axis), tree_)

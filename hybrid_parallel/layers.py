@@ -4,10 +4,13 @@ Every layer here sees *local* shapes: a layer whose filters are split `shards` w
 axis holds `features // shards` of them. With `shards == 1` no collective is issued, so the same
 code builds the full-size single-device model (used to create parameters and as the reference).
 
-The collectives follow the typing rules of `jax.shard_map` (check_vma=True): an activation that
-every model device holds in full is *invariant* over "model" (`gather_over_model`), so autodiff
-transposes the gather into a slice instead of a sum, and the gradient of a parameter that every
-model device uses on the same invariant input is computed once, not `shards` times.
+The collectives follow the typing rules of `jax.shard_map` (check_vma=True). An activation
+gathered over "model" stays typed *device-varying* (`gather_over_model`): every consumer of it is a
+layer whose parameters are split over "model", so each device's cotangent for it is a partial
+sum, and autodiff's transpose of the gather — a reduce-scatter — adds the partials and hands each
+device its slice: the minimum backward traffic. Values that every model device uses alike and that
+need no gradient (labels, weights, example ids) are gathered as *invariant*
+(`replicate_over_model`).
 """
 
 import jax
@@ -18,7 +21,16 @@ from hybrid_parallel.mesh import MODEL
 
 
 def gather_over_model(x: jax.Array, axis: int) -> jax.Array:
-  """Concatenates the model devices' slices of `x` along `axis`; the result is model-invariant."""
+  """Concatenates the model devices' slices of `x` along `axis` for layers split over "model".
+
+  Forward: an all-gather; backward: a reduce-scatter of the consumers' partial cotangents. Only
+  feed the result to computations whose parameters are split over "model" (see module docstring).
+  """
+  return jax.lax.all_gather(x, MODEL, axis=axis, tiled=True)
+
+
+def replicate_over_model(x: jax.Array, axis: int) -> jax.Array:
+  """Concatenates the model devices' slices of `x`; the result is typed model-invariant."""
   return jax.lax.all_gather(x, MODEL, axis=axis, tiled=True, to="invarying")
 
 

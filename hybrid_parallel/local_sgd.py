@@ -39,11 +39,12 @@ class ReplicaState(flax.struct.PyTreeNode):
 
 
 def create(model: models.AlexNet, tx, plan: partitioning.Plan, mesh, image_shape, seed: int,
-           client_init: Callable | None = None, shared_init: Callable | None = None):
+           client_init: Callable | None = None, shared_init: Callable | None = None,
+           abstract: bool = False):
   """Every replica starts from the single-device initialisation.
 
   `client_init(params)` gives one replica's extra state (stacked for all), `shared_init(params)`
-  the replicated scheme state; both default to empty.
+  the replicated scheme state; both default to empty. `abstract` returns shape structs only.
 
   Returns:
     (state, specs): the ReplicaState on the mesh and its PartitionSpecs.
@@ -58,14 +59,15 @@ def create(model: models.AlexNet, tx, plan: partitioning.Plan, mesh, image_shape
                         client=stack(client_init(state.params) if client_init else {}),
                         shared=shared_init(state.params) if shared_init else {}, rng=state.rng)
 
-  abstract = jax.eval_shape(init)
+  shapes = jax.eval_shape(init)
   per_replica = lambda tree: jax.tree.map(lambda _: P(DATA), tree)
-  specs = ReplicaState(step=P(), local=per_replica(abstract.local),
-                       client=per_replica(abstract.client),
-                       shared=jax.tree.map(lambda _: P(), abstract.shared), rng=P())
+  specs = ReplicaState(step=P(), local=per_replica(shapes.local),
+                       client=per_replica(shapes.client),
+                       shared=jax.tree.map(lambda _: P(), shapes.shared), rng=P())
   shardings = jax.tree.map(lambda s: NamedSharding(mesh, s), specs,
                            is_leaf=lambda x: isinstance(x, P))
-  return jax.jit(init, out_shardings=shardings)(), specs
+  init = jax.jit(init, out_shardings=shardings)
+  return (jax.eval_shape(init) if abstract else init()), specs
 
 
 def make_step(model: models.AlexNet, plan: partitioning.Plan, mesh, tx, specs: ReplicaState,

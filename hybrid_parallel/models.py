@@ -165,7 +165,7 @@ class AlexNet(nn.Module):
       # One weird trick: data parallel below, model parallel above; every model device now takes
       # the whole batch of its data shard (Krizhevsky 2014, scheme (a)).
       x = layers.gather_over_model(x, axis=0)
-      ids = layers.gather_over_model(ids, axis=0)
+      ids = layers.replicate_over_model(ids, axis=0)
     x = x.reshape(x.shape[0], -1)
 
     *hidden_names, classifier_name = self.arch.fc_names()

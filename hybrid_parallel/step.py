@@ -26,7 +26,7 @@ def _example_ids(plan: partitioning.Plan, local_batch: int) -> jax.Array:
 
 def _to_fc_batch(plan: partitioning.Plan, x: jax.Array) -> jax.Array:
   """Per-example values of the conv-stage batch, gathered as the model gathers the features."""
-  return layers.gather_over_model(x, axis=0) if plan.layout.conv_batch_over_model else x
+  return layers.replicate_over_model(x, axis=0) if plan.layout.conv_batch_over_model else x
 
 
 def _sum_over_batch(plan: partitioning.Plan, x):

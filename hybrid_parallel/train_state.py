@@ -47,15 +47,19 @@ def create_unsharded(model: models.AlexNet, tx, image_shape, seed: int) -> Train
                     rng=root)
 
 
-def create(model: models.AlexNet, tx, plan: partitioning.Plan, mesh, image_shape, seed: int):
+def create(model: models.AlexNet, tx, plan: partitioning.Plan, mesh, image_shape, seed: int,
+           abstract: bool = False):
   """Initialises the full-size model with `seed` and places the state with the plan's shardings.
+
+  Args:
+    abstract: return shape/dtype/sharding structs instead of arrays (to compile, not to run).
 
   Returns:
     (state, specs): the sharded TrainState and its PartitionSpecs.
   """
   init = lambda: create_unsharded(model, tx, image_shape, seed)
-  abstract = jax.eval_shape(init)
-  specs = state_specs(abstract, plan, tx, model.arch.fc_names()[-1])
+  specs = state_specs(jax.eval_shape(init), plan, tx, model.arch.fc_names()[-1])
   shardings = jax.tree.map(lambda s: NamedSharding(mesh, s), specs,
                            is_leaf=lambda x: isinstance(x, P))
-  return jax.jit(init, out_shardings=shardings)(), specs
+  init = jax.jit(init, out_shardings=shardings)
+  return (jax.eval_shape(init) if abstract else init()), specs

@@ -36,11 +36,18 @@ class EquivalenceTest(parameterized.TestCase):
       ("owt_1x8", "alexnet_owt_tiny", "owt", 1, 8),
       ("owt_2x4", "alexnet_owt_tiny", "owt", 2, 4),
       ("owt_2x4_two_columns", "alexnet_tiny", "owt", 2, 4),
+      # The papers' reduction algorithms in place of psum (owt sums conv gradients over both axes).
+      ("data_4x1_butterfly", "alexnet_tiny", "data", 4, 1, "butterfly"),
+      ("hybrid_2x2_ring", "alexnet_tiny", "hybrid", 2, 2, "ring"),
+      ("owt_2x4_tree", "alexnet_owt_tiny", "owt", 2, 4, "tree"),
+      ("data_2x1_parameter_server", "alexnet_tiny", "data", 2, 1, "parameter_server"),
   )
   def test_three_sgd_steps_with_dropout_equal_single_device(self, model_name, scheme, data,
-                                                            model):
+                                                            model, grad_reduce="psum"):
     initial, ref_losses, ref_params = reference(model_name)
-    setup = testing.build(model_name, scheme, data, model, CONFIG, GLOBAL_BATCH)
+    config = CONFIG.copy_and_resolve_references()
+    config.grad_reduce = grad_reduce
+    setup = testing.build(model_name, scheme, data, model, config, GLOBAL_BATCH)
     losses, params = testing.train_steps(setup, BATCHES)
 
     np.testing.assert_allclose(losses, ref_losses, rtol=1e-6, atol=1e-6)

@@ -1,0 +1,169 @@
+"""Analytic cost of a training step: per-layer FLOPs, the traffic each scheme needs, α-β times.
+
+Conventions: 1 multiply-add = 2 FLOPs; training = 3 × forward (backward = 2 × forward). Bytes are
+what one device sends per step with bandwidth-optimal collectives: an all-reduce of n bytes over
+p devices sends 2(p−1)/p·n, an activation all-gather (forward) plus the reduce-scatter of its
+gradient (backward) send 2(p−1)/p·n together (n = the gathered tensor).
+
+Collective times (Thakur, Rabenseifner & Gropp 2005; α latency, β s/byte, γ s/byte reduced):
+  ring              2(p−1)α + 2n(p−1)/p·β + n(p−1)/p·γ
+  butterfly         2 lg p·α + 2n(p−1)/p·β + n(p−1)/p·γ      (Rabenseifner halving-doubling)
+  tree              2⌈lg p⌉·(α + nβ) + ⌈lg p⌉·nγ             (binomial reduce + broadcast)
+  parameter_server  2(p−1)·(α + nβ) + (p−1)·nγ               (serialised at the root)
+  psum              as ring (what NCCL and most runtimes use for large messages)
+"""
+
+import dataclasses
+import math
+
+from hybrid_parallel import models, partitioning
+
+ALGORITHMS = ("psum", "ring", "butterfly", "tree", "parameter_server")
+
+
+@dataclasses.dataclass(frozen=True)
+class Link:
+  """An interconnect in the α-β-γ model."""
+  name: str
+  alpha: float  # seconds per message
+  beta: float  # seconds per byte sent
+  gamma: float = 0.0  # seconds per byte reduced
+
+
+def allreduce_time(algorithm: str, n: float, p: int, link: Link) -> float:
+  """Seconds for a sum all-reduce of `n` bytes over `p` devices (module docstring formulas)."""
+  if p <= 1:
+    return 0.0
+  a, b, g = link.alpha, link.beta, link.gamma
+  lg = math.ceil(math.log2(p))
+  if algorithm in ("ring", "psum"):
+    return 2 * (p - 1) * a + 2 * n * (p - 1) / p * b + n * (p - 1) / p * g
+  if algorithm == "butterfly":
+    return 2 * lg * a + 2 * n * (p - 1) / p * b + n * (p - 1) / p * g
+  if algorithm == "tree":
+    return 2 * lg * (a + n * b) + lg * n * g
+  if algorithm == "parameter_server":
+    return 2 * (p - 1) * (a + n * b) + (p - 1) * n * g
+  raise ValueError(f"unknown algorithm {algorithm!r}")
+
+
+def gather_scatter_time(n: float, p: int, link: Link) -> float:
+  """Forward all-gather of an n-byte tensor plus the backward reduce-scatter of its gradient."""
+  if p <= 1:
+    return 0.0
+  return 2 * (p - 1) * link.alpha + 2 * n * (p - 1) / p * link.beta + n * (p - 1) / p * link.gamma
+
+
+@dataclasses.dataclass(frozen=True)
+class Layer:
+  """One layer's arithmetic for a batch of one image."""
+  name: str
+  kind: str  # "conv" or "fc"
+  params: int
+  macs: int  # forward multiply-adds
+  input_values: int  # values of the layer's input (what a model-parallel layer may gather)
+
+
+def layers(arch: models.Architecture, image_size: int, num_classes: int) -> list[Layer]:
+  """Per-layer parameters, MACs and input sizes of the single-device network."""
+  out, side, channels = [], image_size, 3
+  for c in arch.convs:
+    groups = arch.columns if c.within_column else 1
+    out_side = (side + 2 * c.padding - c.kernel) // c.stride + 1
+    weights = c.kernel * c.kernel * (channels // groups) * c.features
+    out.append(Layer(c.name, "conv", weights + c.features, out_side ** 2 * weights,
+                     side * side * channels))
+    side, channels = ((out_side - 3) // 2 + 1 if c.pool else out_side), c.features
+  width = side * side * channels
+  for name, features in zip(arch.fc_names(), arch.hidden + (num_classes,)):
+    out.append(Layer(name, "fc", width * features + features, width * features, width))
+    width = features
+  return out
+
+
+def training_flops_per_image(arch, image_size, num_classes) -> float:
+  return 6.0 * sum(layer.macs for layer in layers(arch, image_size, num_classes))
+
+
+@dataclasses.dataclass
+class Traffic:
+  """Bytes one device sends per step, by purpose."""
+  gradients: float = 0.0  # gradient all-reduce over the batch axes
+  activations: float = 0.0  # model-parallel activation exchange (forward + backward)
+
+  @property
+  def total(self) -> float:
+    return self.gradients + self.activations
+
+
+def _axes_size(plan: partitioning.Plan, axes) -> int:
+  return math.prod({"data": plan.data, "model": plan.model}[a] for a in axes)
+
+
+def _transfers(arch, plan, global_batch, image_size, num_classes, bytes_per_value):
+  """(purpose, kind, n bytes, p devices) of every collective a scheme needs per step."""
+  lay = plan.layout
+  conv_batch = global_batch // plan.batch_divisor
+  fc_batch = global_batch // plan.data
+  per_layer = layers(arch, image_size, num_classes)
+  transfers = []
+  for layer in per_layer:
+    shards = lay.conv_shards if layer.kind == "conv" else lay.fc_shards
+    axes = plan.conv_batch_axes if layer.kind == "conv" else plan.fc_batch_axes
+    transfers.append(("gradients", "allreduce", layer.params / shards * bytes_per_value,
+                      _axes_size(plan, axes)))
+  convs = {c.name: c for c in arch.convs}
+  m = plan.model
+  for i, layer in enumerate(per_layer):
+    if layer.kind == "conv" and i > 0 and lay.conv_shards > 1 and not convs[layer.name].within_column:
+      transfers.append(("activations", "gather", conv_batch * layer.input_values * bytes_per_value,
+                        m))
+  fc_layers = [layer for layer in per_layer if layer.kind == "fc"]
+  features = fc_layers[0].input_values
+  if lay.conv_shards > 1:  # channels of the last conv stage, gathered for fc6
+    transfers.append(("activations", "gather", conv_batch * features * bytes_per_value, m))
+  if lay.conv_batch_over_model:  # one weird trick: the data group's batch, gathered for fc6
+    transfers.append(("activations", "gather", fc_batch * features * bytes_per_value, m))
+  if lay.fc_shards > 1:
+    for layer in fc_layers[1:-1]:  # fc7's input: fc6's neurons from every model device
+      transfers.append(("activations", "gather", fc_batch * layer.input_values * bytes_per_value,
+                        m))
+    transfers.append(("activations", "allreduce", fc_batch * num_classes * bytes_per_value, m))
+  return transfers
+
+
+def traffic(arch, plan, global_batch: int, image_size: int, num_classes: int,
+            bytes_per_value: int = 4) -> Traffic:
+  """The minimum bytes one device sends per step under `plan` (see the module docstring)."""
+  result = Traffic()
+  for purpose, _, n, p in _transfers(arch, plan, global_batch, image_size, num_classes,
+                                     bytes_per_value):
+    if p > 1:
+      setattr(result, purpose, getattr(result, purpose) + 2 * (p - 1) / p * n)
+  return result
+
+
+def compute_flops_per_device(arch, plan, global_batch, image_size, num_classes) -> float:
+  """Training FLOPs one device performs per step under `plan`."""
+  conv_batch = global_batch / plan.batch_divisor
+  fc_batch = global_batch / plan.data
+  total = 0.0
+  for layer in layers(arch, image_size, num_classes):
+    if layer.kind == "conv":
+      total += 6.0 * layer.macs * conv_batch / plan.layout.conv_shards
+    else:
+      total += 6.0 * layer.macs * fc_batch / plan.layout.fc_shards
+  return total
+
+
+def step_time(arch, plan, global_batch, image_size, num_classes, flops_per_second: float,
+              link: Link, algorithm: str = "ring", bytes_per_value: int = 4) -> dict:
+  """Predicted seconds per step: compute + communication (no overlap), by part."""
+  compute = compute_flops_per_device(arch, plan, global_batch, image_size,
+                                     num_classes) / flops_per_second
+  comm = 0.0
+  for _, kind, n, p in _transfers(arch, plan, global_batch, image_size, num_classes,
+                                  bytes_per_value):
+    comm += (allreduce_time(algorithm, n, p, link) if kind == "allreduce"
+             else gather_scatter_time(n, p, link))
+  return {"compute_s": compute, "communication_s": comm, "step_s": compute + comm}

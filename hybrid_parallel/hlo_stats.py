@@ -1,0 +1,101 @@
+"""Collective traffic of a compiled XLA program, read from its HLO text.
+
+For every collective instruction (all-reduce, all-gather, reduce-scatter, collective-permute,
+all-to-all, and their async `-start` forms) we read the result shape and the device groups, and
+count what one device sends under the bandwidth-optimal algorithm for that collective (p devices
+in the group, n the bytes of the result on one device):
+
+  all-reduce          2(p−1)/p · n bytes in 2(p−1) messages (ring: reduce-scatter + all-gather)
+  all-gather          (p−1)/p · n bytes in p−1 messages (n is the gathered result)
+  reduce-scatter      (p−1) · n bytes in p−1 messages (n is the scattered result, 1/p of the input)
+  all-to-all          (p−1)/p · n bytes in p−1 messages
+  collective-permute  n bytes in 1 message for every device that is a source of a pair
+
+Figures are means over all devices of the program (a permute in which only some devices send
+counts its bytes × sources / devices). An instruction inside a conditional branch is counted as if
+it ran. This is the traffic the program asks for; what the runtime moves can differ (XLA:CPU runs
+an all-reduce as it likes, NCCL picks ring or tree).
+"""
+
+import dataclasses
+import re
+
+KINDS = ("all-reduce", "all-gather", "reduce-scatter", "collective-permute", "all-to-all")
+_BYTES = {"pred": 1, "s8": 1, "u8": 1, "f16": 2, "bf16": 2, "s16": 2, "u16": 2, "f32": 4,
+          "s32": 4, "u32": 4, "f64": 8, "s64": 8, "u64": 8, "c64": 8, "c128": 16}
+_INSTRUCTION = re.compile(
+    r"^\s*(?:ROOT\s+)?%?[\w.\-]+\s*=\s*(?P<shape>\(.*?\)|\S+)\s+"
+    r"(?P<kind>all-reduce|all-gather|reduce-scatter|collective-permute|all-to-all)"
+    r"(?P<start>-start)?\(")
+_ARRAY = re.compile(r"(?P<dtype>[a-z]+\d*)\[(?P<dims>[\d,]*)\]")
+
+
+@dataclasses.dataclass
+class KindStats:
+  """Totals for one collective kind, per device and step."""
+  ops: int = 0
+  payload_bytes: float = 0.0  # bytes of the results on one device, summed over instructions
+  bytes_per_device: float = 0.0  # bytes one device sends (bandwidth-optimal; see module doc)
+  messages_per_device: float = 0.0
+
+
+def shape_bytes(shape: str) -> int:
+  """Bytes of an HLO shape such as `f32[8,16]{1,0}` or a tuple of them."""
+  total = 0
+  for m in _ARRAY.finditer(shape):
+    if m.group("dtype") not in _BYTES:
+      continue
+    count = 1
+    for d in filter(None, m.group("dims").split(",")):
+      count *= int(d)
+    total += count * _BYTES[m.group("dtype")]
+  return total
+
+
+def _group_size(line: str, num_devices: int) -> int:
+  explicit = re.search(r"replica_groups=\{(\{[\d,]*\})", line)
+  if explicit:
+    return len(list(filter(None, explicit.group(1).strip("{}").split(","))))
+  iota = re.search(r"replica_groups=\[(\d+),(\d+)\]", line)  # [groups,size]<=[devices]
+  if iota:
+    return int(iota.group(2))
+  return num_devices  # no groups: every device takes part
+
+
+def _sources(line: str) -> int:
+  pairs = re.search(r"source_target_pairs=\{(.*?)\}\}", line)
+  return len(re.findall(r"\{\d+,\d+", pairs.group(1) + "}")) if pairs else 0
+
+
+def collective_stats(hlo_text: str, num_devices: int) -> dict[str, KindStats]:
+  """Per-kind traffic of one execution of the program in `hlo_text` (see the module docstring)."""
+  stats = {kind: KindStats() for kind in KINDS}
+  for line in hlo_text.splitlines():
+    m = _INSTRUCTION.match(line)
+    if not m:
+      continue
+    kind = m.group("kind")
+    shape = m.group("shape")
+    if m.group("start") and shape.startswith("("):
+      # Async starts return (operands..., results...): keep the result half.
+      parts = re.findall(r"[a-z]+\d*\[[\d,]*\]", shape)
+      shape = " ".join(parts[len(parts) // 2:])
+    n = shape_bytes(shape)
+    s = stats[kind]
+    s.ops += 1
+    s.payload_bytes += n
+    if kind == "collective-permute":
+      share = _sources(line) / num_devices
+      s.bytes_per_device += n * share
+      s.messages_per_device += share
+      continue
+    p = _group_size(line, num_devices)
+    if p <= 1:
+      continue
+    sent, messages = {"all-reduce": (2 * (p - 1) / p * n, 2 * (p - 1)),
+                      "all-gather": ((p - 1) / p * n, p - 1),
+                      "reduce-scatter": ((p - 1) * n, p - 1),
+                      "all-to-all": ((p - 1) / p * n, p - 1)}[kind]
+    s.bytes_per_device += sent
+    s.messages_per_device += messages
+  return stats
