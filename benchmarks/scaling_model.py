@@ -1,0 +1,141 @@
+r"""Predicted scaling of AlexNet training from the α-β cost model (hybrid_parallel/costmodel.py).
+
+  python benchmarks/scaling_model.py [--out=docs]
+
+Writes to --out:
+  scaling_model.json / .md   speedup vs N = 1…128 for the gradient all-reduce by parameter server,
+                             binomial tree, ring and butterfly (data parallel, 128 images per
+                             device, weak scaling), and Yadan et al.'s Table 1 on four GPUs of
+                             2013 beside the paper's days;
+  scaling_model.png          the speedup curves.
+
+Assumptions (stated, not measured; change them with the flags):
+  * compute: the effective rate Yadan et al.'s own 1-GPU run implies — 100 epochs of ImageNet
+    (1,281,167 images) × 4.35 GFLOP per image (two-column AlexNet, training = 3 × forward) in
+    10.5 days ≈ 0.61 TFLOP/s on a TITAN (13% of its 4.5 TFLOP/s peak). The same rate for every
+    device and every per-device batch (no small-batch inefficiency), no compute/communication
+    overlap.
+  * the scaling curves: InfiniBand FDR as in FireCaffe, α = 5 µs, 6 GB/s (β = 1/6e9 s/B);
+  * Table 1: one PCIe 3.0 host, α = 10 µs, 12 GB/s per direction (β = 1/12e9 s/B).
+  γ (reduction arithmetic) = 1/100e9 s/B in both.
+"""
+
+import json
+import os
+import sys
+
+from absl import app, flags
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from hybrid_parallel import costmodel, models, partitioning  # noqa: E402
+
+_OUT = flags.DEFINE_string("out", "docs", "Output directory.")
+_GBPS_CLUSTER = flags.DEFINE_float("cluster_gb_per_s", 6.0, "Cluster link bandwidth, GB/s.")
+_GBPS_PCIE = flags.DEFINE_float("pcie_gb_per_s", 12.0, "PCIe bandwidth, GB/s.")
+
+IMAGENET_TRAIN = 1_281_167
+EPOCHS = 100
+PAPER_DAYS = {"1 GPU": 10.5, "2 GPUs model": 6.6, "2 GPUs data": 7.0, "4 GPUs data": 7.2,
+              "4 GPUs model + data": 4.8}
+TABLE1 = {"1 GPU": ("single", 1, 1), "2 GPUs model": ("model", 1, 2),
+          "2 GPUs data": ("data", 2, 1), "4 GPUs data": ("data", 4, 1),
+          "4 GPUs model + data": ("hybrid", 2, 2)}
+DEVICES = (1, 2, 4, 8, 16, 32, 64, 128)
+ALGORITHMS = ("parameter_server", "tree", "butterfly", "ring")
+
+
+def calibrated_rate(arch) -> float:
+  """FLOP/s that makes one device take the paper's 10.5 days for 100 epochs."""
+  flops = costmodel.training_flops_per_image(arch, 224, 1000) * IMAGENET_TRAIN * EPOCHS
+  return flops / (PAPER_DAYS["1 GPU"] * 86400)
+
+
+def scaling_curves(arch, rate, link) -> dict:
+  per_device = 128
+  curves = {}
+  for algorithm in ALGORITHMS:
+    base = costmodel.step_time(arch, partitioning.plan("single", 1, 1), per_device, 224, 1000,
+                               rate, link, algorithm)["step_s"]
+    curve = []
+    for n in DEVICES:
+      if algorithm == "butterfly" and n & (n - 1):
+        continue
+      plan = partitioning.plan("data" if n > 1 else "single", n, 1)
+      t = costmodel.step_time(arch, plan, per_device * n, 224, 1000, rate, link,
+                              algorithm)["step_s"]
+      curve.append({"devices": n, "speedup": round(n * base / t, 2), "step_s": round(t, 4)})
+    curves[algorithm] = curve
+  return curves
+
+
+def table1(arch, rate, link) -> list[dict]:
+  steps = EPOCHS * IMAGENET_TRAIN / 256
+  rows = []
+  for name, (scheme, data, model) in TABLE1.items():
+    t = costmodel.step_time(arch, partitioning.plan(scheme, data, model), 256, 224, 1000, rate,
+                            link, "ring")
+    days = t["step_s"] * steps / 86400
+    rows.append({"configuration": name, "mesh": f"{data}×{model}",
+                 "compute_s": round(t["compute_s"], 3),
+                 "communication_s": round(t["communication_s"], 4),
+                 "predicted_days": round(days, 2), "paper_days": PAPER_DAYS[name],
+                 "predicted_speedup": None, "paper_speedup": round(10.5 / PAPER_DAYS[name], 2)})
+  for row in rows:
+    row["predicted_speedup"] = round(rows[0]["predicted_days"] / row["predicted_days"], 2)
+  return rows
+
+
+def main(argv):
+  del argv
+  import matplotlib
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt
+
+  arch = models.ARCHITECTURES["alexnet"]
+  rate = calibrated_rate(arch)
+  cluster = costmodel.Link("InfiniBand FDR", 5e-6, 1 / (_GBPS_CLUSTER.value * 1e9), 1e-11)
+  pcie = costmodel.Link("PCIe 3.0", 1e-5, 1 / (_GBPS_PCIE.value * 1e9), 1e-11)
+  result = {"flops_per_second": rate, "cluster_link": vars(cluster), "pcie_link": vars(pcie),
+            "speedup_vs_devices": scaling_curves(arch, rate, cluster),
+            "yadan_table1": table1(arch, rate, pcie)}
+  print(json.dumps(result))
+  os.makedirs(_OUT.value, exist_ok=True)
+  with open(os.path.join(_OUT.value, "scaling_model.json"), "w") as f:
+    json.dump(result, f, indent=1)
+
+  lines = ["| devices | " + " | ".join(ALGORITHMS) + " |", "|---" * (len(ALGORITHMS) + 1) + "|"]
+  for n in DEVICES:
+    cells = []
+    for algorithm in ALGORITHMS:
+      points = [p["speedup"] for p in result["speedup_vs_devices"][algorithm] if p["devices"] == n]
+      cells.append(f"{points[0]:.1f}" if points else "—")
+    lines.append(f"| {n} | " + " | ".join(cells) + " |")
+  lines += ["", "| Yadan et al. Table 1 | mesh | predicted days | paper days | predicted "
+            "speed-up | paper speed-up |", "|---|---|---|---|---|---|"]
+  lines += [f"| {r['configuration']} | {r['mesh']} | {r['predicted_days']} | {r['paper_days']} "
+            f"| {r['predicted_speedup']} | {r['paper_speedup']} |" for r in result["yadan_table1"]]
+  with open(os.path.join(_OUT.value, "scaling_model.md"), "w") as f:
+    f.write("\n".join(lines) + "\n")
+  print("\n".join(lines))
+
+  fig, ax = plt.subplots(figsize=(6, 4.2))
+  ax.plot(DEVICES, DEVICES, color="0.7", linestyle=":", label="linear")
+  for algorithm in ALGORITHMS:
+    points = result["speedup_vs_devices"][algorithm]
+    ax.plot([p["devices"] for p in points], [p["speedup"] for p in points], marker="o",
+            label=algorithm.replace("_", " "))
+  ax.set_xscale("log", base=2)
+  ax.set_yscale("log", base=2)
+  ax.set_xlabel("devices (128 images each)")
+  ax.set_ylabel("predicted speed-up (images/s vs 1 device)")
+  ax.set_title("AlexNet data parallel, α-β model, InfiniBand FDR")
+  ax.legend()
+  ax.grid(True, which="both", alpha=0.3)
+  fig.tight_layout()
+  fig.savefig(os.path.join(_OUT.value, "scaling_model.png"), dpi=110)
+
+
+if __name__ == "__main__":
+  app.run(main)
