@@ -3,10 +3,12 @@
 from tests import testing  # noqa: F401  (sets up 8 CPU devices first)
 
 import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
+import optax  # noqa: E402
 from absl.testing import absltest  # noqa: E402
 
-from hybrid_parallel import asgd  # noqa: E402
+from hybrid_parallel import asgd, models, train_state  # noqa: E402
 from hybrid_parallel.errors import UserError  # noqa: E402
 
 GLOBAL_BATCH = 16
@@ -61,6 +63,43 @@ class AsgdTest(absltest.TestCase):
         before = after
     self.assertEqual(changed[False], [False, False, False, True])  # all push after step 4
     self.assertEqual(changed[True], [True, True, True, True])  # one client pushes each step
+
+  def test_staggered_pushes_equal_an_explicit_simulation(self):
+    # Four independent single-device optax clients, pushing and fetching by the docstring's rules.
+    replicas, n_sync, per_client = 4, 4, GLOBAL_BATCH // 4
+    config = CONFIG.copy_and_resolve_references()
+    config.update(n_push=n_sync, n_fetch=n_sync, asgd_stagger=True, dropout_rate=0.0)
+    setup = testing.build("alexnet_tiny", "asgd", replicas, 1, config, GLOBAL_BATCH)
+    batches = testing.random_batches(9, GLOBAL_BATCH, seed=3)
+    testing.train_steps(setup, batches)
+
+    net = models.build("alexnet_tiny", 10, models.Layout(), 64, 0.0)
+    tx = setup["tx"]
+    start = train_state.create_unsharded(net, tx, (1, 64, 64, 3), seed=0)
+    params = [start.params] * replicas
+    opt_states = [start.opt_state] * replicas
+    pending = [jax.tree.map(jnp.zeros_like, start.params)] * replicas
+    server_params = start.params
+    offsets = [(i * n_sync) // replicas for i in range(replicas)]
+
+    def loss(p, x, y):
+      logits = net.apply({"params": p}, x, example_ids_B=jnp.arange(len(y)))
+      return optax.softmax_cross_entropy_with_integer_labels(logits, y).mean()
+
+    for t, (images, labels) in enumerate(batches, start=1):
+      for i in range(replicas):
+        rows = slice(i * per_client, (i + 1) * per_client)
+        grads = jax.grad(loss)(params[i], images[rows], labels[rows])
+        updates, opt_states[i] = tx.update(grads, opt_states[i], params[i])
+        new = optax.apply_updates(params[i], updates)
+        pending[i] = jax.tree.map(lambda d, a, b: d + a - b, pending[i], new, params[i])
+        params[i] = new
+      syncing = [(t + offsets[i]) % n_sync == 0 for i in range(replicas)]
+      for i in filter(syncing.__getitem__, range(replicas)):
+        server_params = jax.tree.map(jnp.add, server_params, pending[i])
+        pending[i] = jax.tree.map(jnp.zeros_like, pending[i])
+      params = [server_params if syncing[i] else params[i] for i in range(replicas)]
+    assert_trees_close(server(setup), jax.tree.map(np.asarray, server_params))
 
   def test_warm_start_trains_one_client_and_shares_it(self):
     config = CONFIG.copy_and_resolve_references()
