@@ -92,7 +92,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
           row["learning_rate"] = float(schedule(s))
           row["images_per_sec"] = len(window) * global_batch / (time.perf_counter() - window_start)
           if not np.isfinite(row["train_loss"]):
-            raise FloatingPointError(f"the training loss became {row['train_loss']} by step {done}.")
+            raise FloatingPointError(
+                f"the training loss became {row['train_loss']} by step {done}.")
           if is_logger:
             writer.write(done, row)
             progress.log(done, row)

@@ -59,6 +59,7 @@ def measure(config, paper_sizes: bool, num_classes: int) -> dict:
       "grad_reduce": config.grad_reduce,
       "hlo": {kind: vars(s) for kind, s in stats.items() if s.ops},
       "hlo_bytes_per_device": sum(s.bytes_per_device for s in stats.values()),
+      "hlo_busiest_device_bytes": hlo_stats.busiest_device_bytes(hlo, plan.data * plan.model),
       "analytic_bytes_per_device": {"gradients": analytic.gradients,
                                     "activations": analytic.activations,
                                     "total": analytic.total},

@@ -71,17 +71,26 @@ def scaling_curves(arch, rate, link) -> dict:
 
 
 def table1(arch, rate, link) -> list[dict]:
+  """Predicted days per configuration, and the bandwidth the paper's days imply.
+
+  `implied_gb_per_s`: if compute scaled perfectly, the rest of the paper's step time would be
+  communication; this is the bandwidth at which the config's bytes per device take that long.
+  """
   steps = EPOCHS * IMAGENET_TRAIN / 256
   rows = []
   for name, (scheme, data, model) in TABLE1.items():
-    t = costmodel.step_time(arch, partitioning.plan(scheme, data, model), 256, 224, 1000, rate,
-                            link, "ring")
+    plan = partitioning.plan(scheme, data, model)
+    t = costmodel.step_time(arch, plan, 256, 224, 1000, rate, link, "ring")
     days = t["step_s"] * steps / 86400
+    sent = costmodel.traffic(arch, plan, 256, 224, 1000).total
+    left = PAPER_DAYS[name] * 86400 / steps - t["compute_s"]
     rows.append({"configuration": name, "mesh": f"{data}×{model}",
                  "compute_s": round(t["compute_s"], 3),
                  "communication_s": round(t["communication_s"], 4),
+                 "mb_per_device": round(sent / 1e6, 1),
                  "predicted_days": round(days, 2), "paper_days": PAPER_DAYS[name],
-                 "predicted_speedup": None, "paper_speedup": round(10.5 / PAPER_DAYS[name], 2)})
+                 "predicted_speedup": None, "paper_speedup": round(10.5 / PAPER_DAYS[name], 2),
+                 "implied_gb_per_s": round(sent / left / 1e9, 2) if sent else None})
   for row in rows:
     row["predicted_speedup"] = round(rows[0]["predicted_days"] / row["predicted_days"], 2)
   return rows
@@ -112,10 +121,14 @@ def main(argv):
       points = [p["speedup"] for p in result["speedup_vs_devices"][algorithm] if p["devices"] == n]
       cells.append(f"{points[0]:.1f}" if points else "—")
     lines.append(f"| {n} | " + " | ".join(cells) + " |")
-  lines += ["", "| Yadan et al. Table 1 | mesh | predicted days | paper days | predicted "
-            "speed-up | paper speed-up |", "|---|---|---|---|---|---|"]
-  lines += [f"| {r['configuration']} | {r['mesh']} | {r['predicted_days']} | {r['paper_days']} "
-            f"| {r['predicted_speedup']} | {r['paper_speedup']} |" for r in result["yadan_table1"]]
+  lines += ["", "| Yadan et al. Table 1 | mesh | MB per device and step | predicted days | "
+            "paper days | predicted speed-up | paper speed-up | bandwidth the paper implies |",
+            "|---|---|---|---|---|---|---|---|"]
+  lines += [f"| {r['configuration']} | {r['mesh']} | {r['mb_per_device']} | "
+            f"{r['predicted_days']} | {r['paper_days']} | {r['predicted_speedup']} | "
+            f"{r['paper_speedup']} | "
+            f"{'—' if r['implied_gb_per_s'] is None else str(r['implied_gb_per_s']) + ' GB/s'} |"
+            for r in result["yadan_table1"]]
   with open(os.path.join(_OUT.value, "scaling_model.md"), "w") as f:
     f.write("\n".join(lines) + "\n")
   print("\n".join(lines))

@@ -115,7 +115,8 @@ def _transfers(arch, plan, global_batch, image_size, num_classes, bytes_per_valu
   convs = {c.name: c for c in arch.convs}
   m = plan.model
   for i, layer in enumerate(per_layer):
-    if layer.kind == "conv" and i > 0 and lay.conv_shards > 1 and not convs[layer.name].within_column:
+    needs_all_channels = layer.kind == "conv" and not convs[layer.name].within_column
+    if needs_all_channels and i > 0 and lay.conv_shards > 1:
       transfers.append(("activations", "gather", conv_batch * layer.input_values * bytes_per_value,
                         m))
   fc_layers = [layer for layer in per_layer if layer.kind == "fc"]

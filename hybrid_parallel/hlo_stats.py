@@ -11,10 +11,12 @@ in the group, n the bytes of the result on one device):
   all-to-all          (p−1)/p · n bytes in p−1 messages
   collective-permute  n bytes in 1 message for every device that is a source of a pair
 
-Figures are means over all devices of the program (a permute in which only some devices send
-counts its bytes × sources / devices). An instruction inside a conditional branch is counted as if
-it ran. This is the traffic the program asks for; what the runtime moves can differ (XLA:CPU runs
-an all-reduce as it likes, NCCL picks ring or tree).
+`bytes_per_device` and `messages_per_device` are means over the program's devices;
+`busiest_device_bytes` is the most any one device sends, which is what a parameter server's root
+or a tree's inner nodes are limited by (a permute counts only for its source devices). An
+instruction inside a conditional branch is counted as if it ran. This is the traffic the program
+asks for; what the runtime moves can differ (XLA:CPU runs an all-reduce as it likes, NCCL picks
+ring or tree).
 """
 
 import dataclasses
@@ -35,8 +37,9 @@ class KindStats:
   """Totals for one collective kind, per device and step."""
   ops: int = 0
   payload_bytes: float = 0.0  # bytes of the results on one device, summed over instructions
-  bytes_per_device: float = 0.0  # bytes one device sends (bandwidth-optimal; see module doc)
+  bytes_per_device: float = 0.0  # mean bytes a device sends (bandwidth-optimal; see module doc)
   messages_per_device: float = 0.0
+  busiest_device_bytes: float = 0.0  # the most bytes any one device sends
 
 
 def shape_bytes(shape: str) -> int:
@@ -62,14 +65,15 @@ def _group_size(line: str, num_devices: int) -> int:
   return num_devices  # no groups: every device takes part
 
 
-def _sources(line: str) -> int:
+def _sources(line: str) -> list[int]:
   pairs = re.search(r"source_target_pairs=\{(.*?)\}\}", line)
-  return len(re.findall(r"\{\d+,\d+", pairs.group(1) + "}")) if pairs else 0
+  return [int(src) for src in re.findall(r"\{(\d+),\d+", pairs.group(1) + "}")] if pairs else []
 
 
-def collective_stats(hlo_text: str, num_devices: int) -> dict[str, KindStats]:
-  """Per-kind traffic of one execution of the program in `hlo_text` (see the module docstring)."""
+def _scan(hlo_text: str, num_devices: int):
+  """(per-kind stats, per-kind list of the bytes each device sends)."""
   stats = {kind: KindStats() for kind in KINDS}
+  sent = {kind: [0.0] * num_devices for kind in KINDS}
   for line in hlo_text.splitlines():
     m = _INSTRUCTION.match(line)
     if not m:
@@ -85,17 +89,33 @@ def collective_stats(hlo_text: str, num_devices: int) -> dict[str, KindStats]:
     s.ops += 1
     s.payload_bytes += n
     if kind == "collective-permute":
-      share = _sources(line) / num_devices
-      s.bytes_per_device += n * share
-      s.messages_per_device += share
+      sources = _sources(line)
+      s.bytes_per_device += n * len(sources) / num_devices
+      s.messages_per_device += len(sources) / num_devices
+      for device in sources:
+        sent[kind][device] += n
       continue
     p = _group_size(line, num_devices)
     if p <= 1:
       continue
-    sent, messages = {"all-reduce": (2 * (p - 1) / p * n, 2 * (p - 1)),
-                      "all-gather": ((p - 1) / p * n, p - 1),
-                      "reduce-scatter": ((p - 1) * n, p - 1),
-                      "all-to-all": ((p - 1) / p * n, p - 1)}[kind]
-    s.bytes_per_device += sent
+    per_device, messages = {"all-reduce": (2 * (p - 1) / p * n, 2 * (p - 1)),
+                            "all-gather": ((p - 1) / p * n, p - 1),
+                            "reduce-scatter": ((p - 1) * n, p - 1),
+                            "all-to-all": ((p - 1) / p * n, p - 1)}[kind]
+    s.bytes_per_device += per_device
     s.messages_per_device += messages
-  return stats
+    sent[kind] = [b + per_device for b in sent[kind]]  # symmetric: every device sends as much
+  for kind, s in stats.items():
+    s.busiest_device_bytes = max(sent[kind])
+  return stats, sent
+
+
+def collective_stats(hlo_text: str, num_devices: int) -> dict[str, KindStats]:
+  """Per-kind traffic of one execution of the program in `hlo_text` (see the module docstring)."""
+  return _scan(hlo_text, num_devices)[0]
+
+
+def busiest_device_bytes(hlo_text: str, num_devices: int) -> float:
+  """The most bytes any one device sends, all kinds together."""
+  sent = _scan(hlo_text, num_devices)[1]
+  return max(sum(per_kind[d] for per_kind in sent.values()) for d in range(num_devices))

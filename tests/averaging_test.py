@@ -1,4 +1,4 @@
-"""Model averaging: sync_every=1 is synchronous SGD; butterfly / hopping-ring mixing reach the mean."""
+"""Model averaging: sync_every=1 is synchronous SGD; butterfly and hopping-ring reach the mean."""
 
 from tests import testing  # noqa: F401  (sets up 8 CPU devices first)
 

@@ -1,4 +1,4 @@
-"""The cost model: AlexNet arithmetic, the α-β formulas, and traffic equal to the compiled step's."""
+"""The cost model: AlexNet arithmetic, α-β formulas, traffic equal to the compiled step's."""
 
 from tests import testing  # noqa: F401  (sets up 8 CPU devices first)
 
@@ -7,7 +7,6 @@ import math  # noqa: E402
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 from absl.testing import absltest, parameterized  # noqa: E402
-from jax.sharding import NamedSharding  # noqa: E402
 
 from hybrid_parallel import costmodel, hlo_stats, models, partitioning  # noqa: E402
 

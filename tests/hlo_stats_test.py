@@ -2,7 +2,6 @@
 
 from tests import testing  # noqa: F401  (sets up 8 CPU devices first)
 
-import functools  # noqa: E402
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
@@ -47,11 +46,13 @@ class HloStatsTest(absltest.TestCase):
 
   def test_parameter_server_serialises_at_the_root(self):
     # 2(p − 1) = 6 permutes of the whole vector over the model axis; in each, one device of
-    # every 4 sends, so a device sends 6 · n / 4 on average — and the root handles all 6.
+    # every 4 sends, so a device sends 6 · n / 4 on average — but the root sends the sum back
+    # 3 times while each worker sends once.
     stats = compiled_stats(lambda x: collectives.parameter_server(x, "model"))
     n = 8 * 16 * 4
     self.assertEqual(stats["collective-permute"].ops, 6)
     self.assertAlmostEqual(stats["collective-permute"].bytes_per_device, 6 * n / 4)
+    self.assertAlmostEqual(stats["collective-permute"].busiest_device_bytes, 3 * n)
     self.assertEqual(stats["all-reduce"].ops, 0)
 
   def test_ring_moves_the_bandwidth_optimal_volume(self):
@@ -59,6 +60,7 @@ class HloStatsTest(absltest.TestCase):
     n = 8 * 16 * 4
     self.assertEqual(stats["collective-permute"].ops, 2 * 3)
     self.assertAlmostEqual(stats["collective-permute"].bytes_per_device, 2 * 3 / 4 * n)
+    self.assertAlmostEqual(stats["collective-permute"].busiest_device_bytes, 2 * 3 / 4 * n)
 
   def test_shapes(self):
     self.assertEqual(hlo_stats.shape_bytes("bf16[3,5]{1,0}"), 30)
