@@ -18,9 +18,6 @@ import math
 
 from hybrid_parallel import models, partitioning
 
-ALGORITHMS = ("psum", "ring", "butterfly", "tree", "parameter_server")
-
-
 @dataclasses.dataclass(frozen=True)
 class Link:
   """An interconnect in the α-β-γ model."""
