@@ -49,6 +49,7 @@ def _floats(fn):
 
 def mix(tree, method: str, replicas: int, sync_index):
   """One sync of `method` over the "data" axis (inside a shard_map); see the module docstring."""
+  check(method, replicas, sync_every=1)
   if replicas == 1:
     return tree
   if method == "allreduce":
@@ -58,11 +59,9 @@ def mix(tree, method: str, replicas: int, sync_index):
   stage = sync_index % _stages(replicas)
   if method == "butterfly":
     perms = [[(j, j ^ (1 << k)) for j in range(replicas)] for k in range(_stages(replicas))]
-  elif method == "hopping_ring":
+  else:  # hopping_ring
     perms = [[(j, (j + (1 << k)) % replicas) for j in range(replicas)]
              for k in range(_stages(replicas))]
-  else:
-    raise UserError(f"unknown average_method {method!r}; choose one of {', '.join(METHODS)}.")
   branches = [_floats(lambda x, perm=perm: _pair_mean(x, perm)) for perm in perms]
   return jax.lax.switch(stage, branches, tree)
 

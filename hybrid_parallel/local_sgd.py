@@ -18,7 +18,14 @@ import optax
 from jax.sharding import NamedSharding, PartitionSpec as P
 
 from hybrid_parallel import models, partitioning, train_state
+from hybrid_parallel import step as step_lib
 from hybrid_parallel.mesh import DATA
+
+
+class Replica(flax.struct.PyTreeNode):
+  """What differs between replicas: parameters and optimiser state."""
+  params: dict
+  opt_state: optax.OptState
 
 
 class ReplicaState(flax.struct.PyTreeNode):
@@ -26,13 +33,13 @@ class ReplicaState(flax.struct.PyTreeNode):
 
   Attributes:
     step: updates taken so far (the same on every replica).
-    local: the replicas' TrainState leaves, each with a leading axis of size D.
+    local: the replicas' parameters and optimiser state, each leaf with a leading axis of size D.
     client: the scheme's other per-replica state, stacked the same way (A-SGD: pending updates).
     shared: scheme state kept whole on every device (A-SGD: the server's parameters).
     rng: the run's root key data, as in TrainState.
   """
   step: jax.Array
-  local: train_state.TrainState
+  local: Replica
   client: dict
   shared: dict
   rng: jax.Array
@@ -55,7 +62,7 @@ def create(model: models.AlexNet, tx, plan: partitioning.Plan, mesh, image_shape
     state = train_state.create_unsharded(model, tx, image_shape, seed)
     stack = lambda tree: jax.tree.map(
         lambda x: jnp.broadcast_to(x[None], (replicas,) + x.shape), tree)
-    return ReplicaState(step=state.step, local=stack(state),
+    return ReplicaState(step=state.step, local=stack(Replica(state.params, state.opt_state)),
                         client=stack(client_init(state.params) if client_init else {}),
                         shared=shared_init(state.params) if shared_init else {}, rng=state.rng)
 
@@ -76,15 +83,15 @@ def make_step(model: models.AlexNet, plan: partitioning.Plan, mesh, tx, specs: R
 
   `sync(local, client, shared, previous_params, step) -> (local, client, shared)` runs on each
   device after its local update, inside a shard_map over "data" without replication checks (it may
-  use ppermute); `local` and `client` are this replica's (unstacked) state, `step` the number of
-  updates now taken. What it returns as `shared` must be the same on every device.
+  use ppermute); `local` (a Replica) and `client` are this replica's (unstacked) state, `step` the
+  number of updates now taken. What it returns as `shared` must be the same on every device.
   """
 
   def per_device_step(state: ReplicaState, images_BHWC, labels_B):
     local, client = jax.tree.map(lambda x: x[0], (state.local, state.client))
     local_batch = images_BHWC.shape[0]
-    example_ids_B = jax.lax.axis_index(DATA) * local_batch + jnp.arange(local_batch)
-    key = jax.random.fold_in(jax.random.wrap_key_data(state.rng), state.step)
+    example_ids_B = step_lib.example_ids(plan, local_batch)
+    key = step_lib.dropout_key(state)
 
     def loss_fn(params):
       logits_BC = model.apply({"params": params}, images_BHWC, example_ids_B=example_ids_B,
@@ -94,8 +101,7 @@ def make_step(model: models.AlexNet, plan: partitioning.Plan, mesh, tx, specs: R
     (loss, logits_BC), grads = jax.value_and_grad(loss_fn, has_aux=True)(local.params)
     updates, opt_state = tx.update(grads, local.opt_state, local.params)
     new_step = state.step + 1
-    updated = local.replace(step=new_step, params=optax.apply_updates(local.params, updates),
-                            opt_state=opt_state)
+    updated = Replica(optax.apply_updates(local.params, updates), opt_state)
     updated, client, shared = sync(updated, client, state.shared, local.params, new_step)
     global_batch = local_batch * plan.data
     metrics = {"train_loss": jax.lax.psum(loss, DATA) / plan.data,

@@ -1,10 +1,11 @@
-"""Train and eval steps: `jax.jit(jax.shard_map(per_device_step))` for a scheme's plan.
+"""Train and eval steps of the synchronous schemes: one `jax.jit` over `jax.shard_map`s.
 
-Inside the shard_map every device runs the model on its local shard with local parameter shapes;
-the model issues the activation collectives its layout needs, and the step sums each gradient over
-exactly the mesh axes its layer's batch is split over (`partitioning.grad_axes`), with the
-configured algorithm (`collectives`). The loss is normalised by the *global* batch, so the summed
-gradient is the gradient of the single-device loss on the same batch.
+Every device runs the model on its local shard with local parameter shapes; the model issues the
+activation collectives its layout needs, and the step sums each gradient over exactly the mesh
+axes its layer's batch is split over (`partitioning.grad_axes`), with the configured algorithm
+(`collectives`). The loss is normalised by the *global* batch, so the summed gradient is the
+gradient of the single-device loss on the same batch. See `make_train_step` for why the step has
+two shard_map regions.
 """
 
 import jax
@@ -16,7 +17,7 @@ from hybrid_parallel import collectives, layers, models, partitioning
 from hybrid_parallel.train_state import TrainState
 
 
-def _example_ids(plan: partitioning.Plan, local_batch: int) -> jax.Array:
+def example_ids(plan: partitioning.Plan, local_batch: int) -> jax.Array:
   """Global batch positions of this device's examples (the batch is split in mesh order)."""
   ids = jnp.arange(local_batch, dtype=jnp.int32)
   if plan.conv_batch_axes:
@@ -33,8 +34,11 @@ def _sum_over_batch(plan: partitioning.Plan, x):
   return collectives.allreduce_sum(x, plan.fc_batch_axes)
 
 
-def dropout_key(state: TrainState) -> jax.Array:
-  """The dropout key of the step about to run: a function of (seed, step) only."""
+def dropout_key(state) -> jax.Array:
+  """The dropout key of the step about to run: a function of (seed, step) only.
+
+  `state` is any state with the run's root key data `rng` and the update count `step`.
+  """
   return jax.random.fold_in(jax.random.wrap_key_data(state.rng), state.step)
 
 
@@ -63,7 +67,7 @@ def make_train_step(model: models.AlexNet, plan: partitioning.Plan, mesh, tx,
   def per_device_grads(state: TrainState, images_BHWC, labels_B):
     local_batch = images_BHWC.shape[0]
     global_batch = local_batch * plan.batch_divisor
-    example_ids_B = _example_ids(plan, local_batch)
+    example_ids_B = example_ids(plan, local_batch)
     labels_fc_B = _to_fc_batch(plan, labels_B)
     # Parameters are replicated over their layer's batch axes; marking them device-varying there
     # makes autodiff return each device's partial gradient instead of summing it implicitly.
@@ -113,7 +117,7 @@ def make_eval_step(model: models.AlexNet, plan: partitioning.Plan, mesh, param_s
 
   def per_device_eval(params, images_BHWC, labels_B, weights_B):
     logits_BC = model.apply({"params": params}, images_BHWC,
-                            example_ids_B=_example_ids(plan, images_BHWC.shape[0]))
+                            example_ids_B=example_ids(plan, images_BHWC.shape[0]))
     labels_B, weights_B = _to_fc_batch(plan, labels_B), _to_fc_batch(plan, weights_B)
     losses_B = optax.softmax_cross_entropy_with_integer_labels(logits_BC, labels_B)
     top5_BK = jax.lax.top_k(logits_BC, min(5, logits_BC.shape[-1]))[1]
