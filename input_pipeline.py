@@ -15,6 +15,7 @@ So every scheme, mesh and restart sees the same batches at the same steps.
 """
 
 import dataclasses
+import functools
 import os
 
 import jax
@@ -134,11 +135,18 @@ def steps_per_epoch(dataset: Dataset, global_batch: int) -> int:
   return steps
 
 
+@functools.lru_cache(maxsize=2)
+def _epoch_order(num_examples: int, seed: int, epoch: int) -> np.ndarray:
+  """The shuffled order of one epoch; cached so that it is drawn once per epoch, not per step."""
+  order = np.random.default_rng([seed, epoch]).permutation(num_examples)
+  order.flags.writeable = False  # shared between the steps of the epoch
+  return order
+
+
 def train_indices(dataset: Dataset, global_batch: int, seed: int, step: int) -> np.ndarray:
   """Training-set indices of the global batch of `step` (0-based): a pure function of its args."""
-  spe = steps_per_epoch(dataset, global_batch)
-  epoch, position = divmod(step, spe)
-  order = np.random.default_rng([seed, epoch]).permutation(len(dataset.x_train))
+  epoch, position = divmod(step, steps_per_epoch(dataset, global_batch))
+  order = _epoch_order(len(dataset.x_train), seed, epoch)
   return order[position * global_batch:(position + 1) * global_batch]
 
 
