@@ -29,6 +29,7 @@ TABLE1 = ("single", "data2", "data4", "model2", "hybrid4", "owt8")
 
 def measure(config, paper_sizes: bool, num_classes: int) -> dict:
   """Compiles one config's train step and returns its traffic (HLO and analytic) as a dict."""
+  # Imported here: main() must set the CPU device count before anything queries the devices.
   import jax
   import jax.numpy as jnp
   from jax.sharding import NamedSharding
