@@ -24,11 +24,11 @@ def _total_steps(config, steps_per_epoch: int) -> int:
   return max(1, round(config.num_epochs * steps_per_epoch))
 
 
-def evaluate(eval_step, params, dataset, sharding, batch: int) -> dict[str, float]:
+def evaluate(eval_step, variables, dataset, sharding, batch: int) -> dict[str, float]:
   """Mean loss, top-1 and top-5 accuracy over the whole test set."""
   sums = None
   for images, labels, weights in input_pipeline.eval_batches(dataset, sharding, batch):
-    out = eval_step(params, images, labels, weights)
+    out = eval_step(variables, images, labels, weights)
     # Blocking on the previous sums bounds the steps in flight, as in the training loop.
     sums = out if sums is None else jax.tree.map(jnp.add, jax.block_until_ready(sums), out)
   sums = jax.device_get(sums)
@@ -43,7 +43,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
     UserError: for a config, mesh or dataset that cannot work, before any training.
   """
   plan = partitioning.plan(config.parallelism, config.mesh.data, config.mesh.model)
-  partitioning.check_batch(plan, config.global_batch_size)
+  partitioning.check_batch(plan, config.global_batch_size, microbatches=config.microbatches)
   partitioning.check_batch(plan, config.eval_batch_size, "eval_batch_size")
   devices, note = mesh_lib.pick_devices(plan.data * plan.model)
   if note:
@@ -51,22 +51,23 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
   mesh = mesh_lib.make_mesh(plan.data, plan.model, devices)
   dataset = input_pipeline.load(config)
   model = models.build(config.model, dataset.num_classes, plan.layout, config.image_size,
-                       config.dropout_rate)
+                       config.dropout_rate, config.sync_batch_norm)
 
   global_batch = config.global_batch_size
   steps_per_epoch = input_pipeline.steps_per_epoch(dataset, global_batch)
   total_steps = _total_steps(config, steps_per_epoch)
   schedule = optim.learning_rate_schedule(config, global_batch, steps_per_epoch, total_steps)
-  tx = optim.make_optimizer(config, schedule)
+  tx = optim.make_optimizer(config, schedule,
+                            partitioning.sharded_axes(plan, model.arch.fc_names()[-1]))
   image_shape = models.input_shape(config.model, config.image_size, dataset.channels)
   scheme = schemes.build(config, model, plan, mesh, tx, image_shape)
   state, train_step = scheme.state, scheme.train_step
-  eval_step = step.make_eval_step(model, plan, mesh, scheme.eval_param_specs)
+  eval_step = step.make_eval_step(model, plan, mesh, scheme.eval_specs)
   batch_sharding = NamedSharding(mesh, plan.batch_spec)
   logging.info("%s: %s on a %d×%d mesh of %s devices, global batch %d, %d steps (%d per epoch), "
                "%s parameters", config.model, config.parallelism, plan.data, plan.model,
                devices[0].platform, global_batch, total_steps, steps_per_epoch,
-               f"{models.count_params(scheme.eval_params(state)):,}")
+               f"{models.count_params(scheme.eval_variables(state)['params']):,}")
 
   is_logger = jax.process_index() == 0
   writer = metric_writers.MetricWriter(workdir) if is_logger else None
@@ -98,7 +99,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
             progress.log(done, row)
           window, window_start = [], time.perf_counter()
         if done % config.eval_every_steps == 0 or done == total_steps:
-          eval_metrics = evaluate(eval_step, scheme.eval_params(state), dataset,
+          eval_metrics = evaluate(eval_step, scheme.eval_variables(state), dataset,
                                   batch_sharding, config.eval_batch_size)
           if is_logger:
             writer.write(done, eval_metrics)

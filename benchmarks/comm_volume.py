@@ -40,9 +40,11 @@ def measure(config, paper_sizes: bool, num_classes: int) -> dict:
   plan = partitioning.plan(config.parallelism, config.mesh.data, config.mesh.model)
   partitioning.check_batch(plan, config.global_batch_size)
   mesh = mesh_lib.make_mesh(plan.data, plan.model)
-  model = models.build(config.model, classes, plan.layout, image_size, config.dropout_rate)
+  model = models.build(config.model, classes, plan.layout, image_size, config.dropout_rate,
+                       config.sync_batch_norm)
   tx = optim.make_optimizer(config, optim.learning_rate_schedule(config, config.global_batch_size,
-                                                                 100, 1000))
+                                                                 100, 1000),
+                            partitioning.sharded_axes(plan, model.arch.fc_names()[-1]))
   batch = config.global_batch_size
   scheme = schemes.build(config, model, plan, mesh, tx, (1, image_size, image_size, 3),
                          abstract=True)

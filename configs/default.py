@@ -9,13 +9,17 @@ import ml_collections
 def get_config() -> ml_collections.ConfigDict:
   config = ml_collections.ConfigDict()
 
-  # Model: a name from hybrid_parallel.models.ARCHITECTURES (alexnet, alexnet_owt, *_tiny).
+  # Model: a name from hybrid_parallel.models.ARCHITECTURES (alexnet, alexnet_owt, alexnet_bn,
+  # *_tiny).
   config.model = "alexnet"
   # Square input side. The papers use 224; 64 is the smallest AlexNet input and keeps a CPU run
   # of digits to minutes.
   config.image_size = 64
   # Dropout before each hidden FC layer (0.5 in Krizhevsky et al. 2012).
   config.dropout_rate = 0.5
+  # alexnet_bn: batch-norm statistics over each worker's own batch (False, as Goyal et al.) or
+  # over the whole batch of the layer (True).
+  config.sync_batch_norm = False
 
   # Parallelism: single, data, model, hybrid or owt (see hybrid_parallel/partitioning.py).
   config.parallelism = "single"
@@ -42,6 +46,9 @@ def get_config() -> ml_collections.ConfigDict:
   config.dataset = "digits"
   # Images per step over all devices (Yadan et al. use 256 in every configuration).
   config.global_batch_size = 128
+  # Gradient accumulation: each step runs this many passes over slices of the batch and applies
+  # one update (the same update as the whole batch at once; synchronous schemes only).
+  config.microbatches = 1
   # Images per evaluation step; the last partial batch is padded and masked.
   config.eval_batch_size = 120
   # synthetic only: how many training images to generate, and how many classes.
@@ -52,7 +59,12 @@ def get_config() -> ml_collections.ConfigDict:
   config.num_epochs = 30
   config.num_train_steps = -1
 
-  # Optimiser: SGD with momentum 0.9 and weight decay 5e-4 on the weights (Krizhevsky et al.).
+  # Optimiser: sgd — SGD with momentum 0.9 and weight decay 5e-4 on the weights (Krizhevsky et
+  # al.) — or lars: the same with each layer's step scaled by its trust ratio
+  # lars_trust_coefficient·‖w‖/(‖∇L + wd·w‖ + lars_eps) (You et al. 2017; hybrid_parallel/optim.py).
+  config.optimizer = "sgd"
+  config.lars_trust_coefficient = 0.001
+  config.lars_eps = 0.0
   config.momentum = 0.9
   config.nesterov = False  # Nesterov momentum instead of heavy ball.
   config.weight_decay = 5e-4
@@ -61,8 +73,13 @@ def get_config() -> ml_collections.ConfigDict:
   config.base_learning_rate = 0.01
   config.reference_batch_size = 128
   config.lr_scaling = "linear"
-  # Gradual warmup from base_learning_rate to the scaled rate over this many epochs (Goyal et al.).
+  # Warmup over warmup_epochs: gradual (linear from base_learning_rate to the scaled rate, Goyal
+  # et al.) or constant (base_learning_rate, then the scaled rate).
   config.warmup_epochs = 0.0
+  config.warmup = "gradual"
+  # Learning-rate multipliers of the conv layers (with their batch norms) and of the FC layers;
+  # Krizhevsky 2014's hybrid: conv × number of workers, FC × 1.
+  config.lr_multipliers = ml_collections.ConfigDict({"conv": 1.0, "fc": 1.0})
   # After warmup: step (× lr_decay_factor at each of lr_decay_epochs), cosine or constant.
   config.lr_decay = "step"
   config.lr_decay_factor = 0.1

@@ -71,12 +71,57 @@ class ShardedConv(nn.Module):
   padding: int
   shards: int = 1
   groups: int = 1
+  use_bias: bool = True
 
   @nn.compact
   def __call__(self, x_BHWC: jax.Array) -> jax.Array:
     return nn.Conv(self.features // self.shards, (self.kernel, self.kernel),
                    strides=(self.stride, self.stride), padding=[(self.padding, self.padding)] * 2,
-                   feature_group_count=self.groups, name="conv")(x_BHWC)
+                   feature_group_count=self.groups, use_bias=self.use_bias, name="conv")(x_BHWC)
+
+
+class BatchNorm(nn.Module):
+  """Batch normalisation over the batch and spatial axes, per channel (Ioffe & Szegedy 2015).
+
+  Each device normalises its local channels with the statistics of its local batch ("per worker",
+  as Goyal et al. 2017 prescribe), or, with `sync`, with the statistics of the whole batch split
+  over `batch_axes`. The running averages used for evaluation are updated from the *mean* of the
+  workers' batch statistics in both modes, so every worker keeps the same running statistics and
+  they stay replicated like the parameters (a few hundred floats per step).
+
+  Attributes:
+    batch_axes: mesh axes this layer's batch is split over (empty on one device).
+    sync: normalise with statistics over `batch_axes` instead of the local batch.
+    momentum: decay of the running averages.
+    epsilon: added to the variance.
+  """
+  batch_axes: tuple[str, ...] = ()
+  sync: bool = False
+  momentum: float = 0.9
+  epsilon: float = 1e-5
+
+  @nn.compact
+  def __call__(self, x_BHWC: jax.Array, train: bool) -> jax.Array:
+    channels = x_BHWC.shape[-1]
+    scale = self.param("scale", nn.initializers.ones_init(), (channels,))
+    bias = self.param("bias", nn.initializers.zeros_init(), (channels,))
+    running_mean = self.variable("batch_stats", "mean", jnp.zeros, (channels,))
+    running_var = self.variable("batch_stats", "var", jnp.ones, (channels,))
+    if train:
+      moments = (jnp.mean(x_BHWC, (0, 1, 2)), jnp.mean(jnp.square(x_BHWC), (0, 1, 2)))
+      if self.sync and self.batch_axes:
+        moments = jax.lax.pmean(moments, self.batch_axes)
+      mean, var = moments[0], jnp.maximum(moments[1] - jnp.square(moments[0]), 0.0)
+      if not self.is_initializing():
+        worker_mean = (mean, var)
+        if self.batch_axes and not self.sync:
+          worker_mean = jax.lax.pmean(worker_mean, self.batch_axes)
+        decay = self.momentum
+        running_mean.value = decay * running_mean.value + (1 - decay) * worker_mean[0]
+        running_var.value = decay * running_var.value + (1 - decay) * worker_mean[1]
+    else:
+      mean, var = running_mean.value, running_var.value
+    return (x_BHWC - mean) * (jax.lax.rsqrt(var + self.epsilon) * scale) + bias
 
 
 class ColumnDense(nn.Module):

@@ -9,7 +9,10 @@ Registry (`ARCHITECTURES`):
                     at 1000 classes and 224² input.
   alexnet_owt       Krizhevsky 2014 ("one weird trick"): one column, 64-192-384-256-256, no LRN,
                     61,100,840 parameters at 1000 classes.
-  alexnet_tiny, alexnet_owt_tiny
+  alexnet_bn        AlexNet-BN, the model of the LARS paper (You et al. 2017): the 2012 widths in
+                    one column, batch norm after every conv (before the ReLU) instead of LRN, conv
+                    biases dropped (the norm's shift replaces them).
+  alexnet_tiny, alexnet_owt_tiny, alexnet_bn_tiny
                     the same structures with narrow widths, for tests.
 """
 
@@ -43,6 +46,7 @@ class Architecture:
   hidden: tuple[int, ...]  # widths of the hidden FC layers (fc6, fc7); dropout precedes each.
   columns: int  # 2 for the 2012 two-GPU net, 1 for the one-column net.
   image_size: int  # the input size the network was published with.
+  batch_norm: bool = False  # batch norm after every conv, before the ReLU (AlexNet-BN).
 
   def fc_names(self) -> tuple[str, ...]:
     first = len(self.convs) + 1
@@ -60,7 +64,7 @@ class Architecture:
     return side
 
 
-def _krizhevsky(widths, hidden, columns, lrn, image_size) -> Architecture:
+def _krizhevsky(widths, hidden, columns, lrn, image_size, batch_norm=False) -> Architecture:
   c1, c2, c3, c4, c5 = widths
   within = columns > 1  # conv2, conv4, conv5 stay inside their column in the two-column net.
   return Architecture(
@@ -69,16 +73,18 @@ def _krizhevsky(widths, hidden, columns, lrn, image_size) -> Architecture:
              ConvLayer("conv3", c3, 3, 1, 1, within_column=False),
              ConvLayer("conv4", c4, 3, 1, 1, within_column=within),
              ConvLayer("conv5", c5, 3, 1, 1, within_column=within, pool=True)),
-      hidden=hidden, columns=columns, image_size=image_size)
+      hidden=hidden, columns=columns, image_size=image_size, batch_norm=batch_norm)
 
 
 ARCHITECTURES = {
     "alexnet": _krizhevsky((96, 256, 384, 384, 256), (4096, 4096), 2, True, 224),
     "alexnet_owt": _krizhevsky((64, 192, 384, 256, 256), (4096, 4096), 1, False, 224),
+    "alexnet_bn": _krizhevsky((96, 256, 384, 384, 256), (4096, 4096), 1, False, 224, True),
     # Same structure, widths ÷8 (÷64 for FC); 64² is the smallest input the 11/4 stem and three
     # 3/2 pools leave a feature map for.
     "alexnet_tiny": _krizhevsky((16, 32, 48, 48, 32), (64, 64), 2, True, 64),
     "alexnet_owt_tiny": _krizhevsky((8, 24, 48, 32, 32), (64, 64), 1, False, 64),
+    "alexnet_bn_tiny": _krizhevsky((16, 32, 48, 48, 32), (64, 64), 1, False, 64, True),
 }
 
 
@@ -92,10 +98,13 @@ class Layout:
     conv_batch_over_model: the conv stages split the *batch* over "model" too (one weird trick);
       their features are then gathered over "model" so that every model device sees the whole
       data-shard batch at the FC layers.
+    conv_batch_axes: the mesh axes the conv stages' batch is split over (batch norm's statistics
+      are averaged over them).
   """
   conv_shards: int = 1
   fc_shards: int = 1
   conv_batch_over_model: bool = False
+  conv_batch_axes: tuple[str, ...] = ()
 
 
 def check_layout(name: str, arch: Architecture, layout: Layout, image_size: int) -> None:
@@ -128,11 +137,14 @@ class AlexNet(nn.Module):
     num_classes: classifier width.
     layout: how the scheme splits the layers; `Layout()` is the whole network on one device.
     dropout_rate: dropout before each hidden FC layer (0.5 in the papers).
+    sync_batch_norm: batch norm with the statistics of the whole batch (over
+      `layout.conv_batch_axes`) instead of each worker's own (the default, as Goyal et al.).
   """
   arch: Architecture
   num_classes: int
   layout: Layout = Layout()
   dropout_rate: float = 0.5
+  sync_batch_norm: bool = False
 
   @nn.compact
   def __call__(self, x_BHWC: jax.Array, *, example_ids_B: jax.Array,
@@ -142,7 +154,8 @@ class AlexNet(nn.Module):
     Args:
       x_BHWC: this device's images.
       example_ids_B: the global batch position of each image; it seeds the dropout masks.
-      dropout_key: the step's dropout key; None evaluates (no dropout).
+      dropout_key: the step's dropout key; None evaluates (no dropout, batch norm with its
+        running statistics).
     """
     m_conv, m_fc = self.layout.conv_shards, self.layout.fc_shards
     local_columns = max(1, self.arch.columns // m_conv)
@@ -152,7 +165,11 @@ class AlexNet(nn.Module):
         # This layer sees every channel of the previous one: exchange activations (Yadan et al.).
         x = layers.gather_over_model(x, axis=-1)
       x = layers.ShardedConv(c.features, c.kernel, c.stride, c.padding, shards=m_conv,
-                             groups=local_columns if c.within_column else 1, name=c.name)(x)
+                             groups=local_columns if c.within_column else 1,
+                             use_bias=not self.arch.batch_norm, name=c.name)(x)
+      if self.arch.batch_norm:
+        x = layers.BatchNorm(self.layout.conv_batch_axes, self.sync_batch_norm,
+                             name=f"{c.name}_bn")(x, train=dropout_key is not None)
       x = nn.relu(x)
       if c.lrn:
         x = layers.local_response_norm(x, local_columns)
@@ -180,13 +197,13 @@ class AlexNet(nn.Module):
 
 
 def build(name: str, num_classes: int, layout: Layout = Layout(), image_size: int | None = None,
-          dropout_rate: float = 0.5) -> AlexNet:
+          dropout_rate: float = 0.5, sync_batch_norm: bool = False) -> AlexNet:
   """Looks up `name` in the registry, checks `layout` against it, returns the module."""
   if name not in ARCHITECTURES:
     raise UserError(f"unknown model {name!r}; choose one of {', '.join(ARCHITECTURES)}.")
   arch = ARCHITECTURES[name]
   check_layout(name, arch, layout, image_size or arch.image_size)
-  return AlexNet(arch, num_classes, layout, dropout_rate)
+  return AlexNet(arch, num_classes, layout, dropout_rate, sync_batch_norm)
 
 
 def input_shape(name: str, image_size: int | None, channels: int, batch: int = 1):

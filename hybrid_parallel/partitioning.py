@@ -68,23 +68,49 @@ def plan(scheme: str, data: int, model: int) -> Plan:
   data_axes = (DATA,) if data > 1 else ()
   model_axes = (MODEL,) if model > 1 else ()
   if scheme == "owt":
-    return Plan(scheme, data, model, Layout(fc_shards=model, conv_batch_over_model=model > 1),
+    return Plan(scheme, data, model, Layout(fc_shards=model, conv_batch_over_model=model > 1,
+                                            conv_batch_axes=data_axes + model_axes),
                 conv_batch_axes=data_axes + model_axes, fc_batch_axes=data_axes)
-  return Plan(scheme, data, model, Layout(conv_shards=model, fc_shards=model),
+  return Plan(scheme, data, model, Layout(conv_shards=model, fc_shards=model,
+                                          conv_batch_axes=data_axes),
               conv_batch_axes=data_axes, fc_batch_axes=data_axes)
 
 
-def check_batch(plan_: Plan, global_batch: int, what: str = "global_batch_size") -> None:
-  """Raises a UserError unless the batch splits evenly over the plan's batch axes."""
+def check_batch(plan_: Plan, global_batch: int, what: str = "global_batch_size",
+                microbatches: int = 1) -> None:
+  """Raises a UserError unless the batch splits evenly over the plan's batch axes (and each
+  device's share into `microbatches` slices)."""
+  if microbatches < 1:
+    raise UserError(f"microbatches must be at least 1, got {microbatches}.")
   if global_batch < 1 or global_batch % plan_.batch_divisor:
     raise UserError(f"{what} {global_batch} cannot be split evenly over the "
                     f"{plan_.batch_divisor} devices that share the batch in scheme "
                     f"{plan_.scheme!r} ({plan_.data}×{plan_.model}); use a multiple of "
                     f"{plan_.batch_divisor}.")
+  if global_batch // plan_.batch_divisor % microbatches:
+    raise UserError(f"each device's {global_batch // plan_.batch_divisor} examples cannot be "
+                    f"split into {microbatches} microbatches; use a {what} that is a multiple of "
+                    f"{plan_.batch_divisor * microbatches}.")
 
 
 def _is_conv(path: tuple[str, ...]) -> bool:
-  return path[0].startswith("conv")
+  return path[0].startswith("conv")  # conv layers and their batch norms ("conv1_bn").
+
+
+def layer_group(path) -> str:
+  """"conv" or "fc": the group of the parameter at `path` (for per-group learning rates)."""
+  return "conv" if _is_conv(_param_keys(path)) else "fc"
+
+
+def sharded_axes(plan_: Plan, classifier: str):
+  """`(path, leaf) -> axes`: the mesh axes a parameter is split over (its shards make the whole)."""
+
+  def axes(path, leaf) -> tuple[str, ...]:
+    spec = _spec(_param_keys(path), len(leaf.shape), plan_, classifier)
+    return tuple(a for entry in spec if entry
+                 for a in ((entry,) if isinstance(entry, str) else entry))
+
+  return axes
 
 
 def _is_classifier(path: tuple[str, ...], classifier: str) -> bool:

@@ -43,7 +43,7 @@ def dropout_key(state) -> jax.Array:
 
 
 def make_train_step(model: models.AlexNet, plan: partitioning.Plan, mesh, tx,
-                    specs: TrainState, grad_reduce: str = "psum"):
+                    specs: TrainState, grad_reduce: str = "psum", microbatches: int = 1):
   """Returns `train_step(state, images, labels) -> (state, metrics)`, jitted, state donated.
 
   One XLA program in two shard_map regions:
@@ -53,6 +53,12 @@ def make_train_step(model: models.AlexNet, plan: partitioning.Plan, mesh, tx,
        optax update on each shard. The ppermute algorithms leave sums that are equal on every
        device but that the checker cannot prove so, hence the unchecked region.
 
+  With `microbatches` = k > 1 each device splits its shard of the batch into k slices and
+  accumulates their gradients in a `lax.scan` before the one reduction and update: the update of
+  the whole batch with the activation memory of a k-th of it. Examples keep their global batch
+  positions, so dropout masks — and hence the update — equal those of the one-pass step (batch
+  norm, if any, normalises each slice with its own statistics, as any accumulation does).
+
   Args:
     model: the network with `plan.layout` (per-device widths).
     plan: the scheme's plan.
@@ -60,63 +66,94 @@ def make_train_step(model: models.AlexNet, plan: partitioning.Plan, mesh, tx,
     tx: the optax optimiser.
     specs: PartitionSpecs of the state (`train_state.create`).
     grad_reduce: all-reduce algorithm for the gradients (`collectives.ALGORITHMS`).
+    microbatches: passes per step over slices of each device's batch.
   """
   collectives.check_algorithm(grad_reduce)
   grad_specs = partitioning.partial_grad_specs(specs.params, plan)
 
+  def slice_grads(params, batch_stats, key, images_BHWC, labels_B, example_ids_B,
+                  global_batch):
+    """Partial gradient and (loss, correct) sums of one slice of this device's batch."""
+    labels_fc_B = _to_fc_batch(plan, labels_B)
+
+    def loss_fn(params):
+      variables = {"params": params, "batch_stats": batch_stats}
+      logits_BC, updated = model.apply(variables, images_BHWC, example_ids_B=example_ids_B,
+                                       dropout_key=key, mutable=["batch_stats"])
+      losses_B = optax.softmax_cross_entropy_with_integer_labels(logits_BC, labels_fc_B)
+      return losses_B.sum() / global_batch, (logits_BC, updated.get("batch_stats", {}))
+
+    (loss, (logits_BC, batch_stats)), grads = jax.value_and_grad(loss_fn, has_aux=True)(params)
+    correct = jnp.sum(jnp.argmax(logits_BC, -1) == labels_fc_B)
+    return grads, batch_stats, loss, correct
+
   def per_device_grads(state: TrainState, images_BHWC, labels_B):
     local_batch = images_BHWC.shape[0]
     global_batch = local_batch * plan.batch_divisor
-    example_ids_B = example_ids(plan, local_batch)
-    labels_fc_B = _to_fc_batch(plan, labels_B)
+    ids_B = example_ids(plan, local_batch)
+    key = dropout_key(state)
     # Parameters are replicated over their layer's batch axes; marking them device-varying there
     # makes autodiff return each device's partial gradient instead of summing it implicitly.
     params = partitioning.map_with_grad_axes(
         lambda p, axes: jax.lax.pcast(p, axes, to="varying") if axes else p, state.params, plan)
+    if microbatches == 1:
+      grads, batch_stats, loss, correct = slice_grads(
+          params, state.batch_stats, key, images_BHWC, labels_B, ids_B, global_batch)
+    else:
+      def accumulate(carry, batch_slice):
+        grads_sum, batch_stats, loss_sum, correct_sum = carry
+        grads, batch_stats, loss, correct = slice_grads(params, batch_stats, key, *batch_slice,
+                                                        global_batch)
+        return (jax.tree.map(jnp.add, grads_sum, grads), batch_stats, loss_sum + loss,
+                correct_sum + correct), None
 
-    def loss_fn(params):
-      logits_BC = model.apply({"params": params}, images_BHWC, example_ids_B=example_ids_B,
-                              dropout_key=dropout_key(state))
-      losses_B = optax.softmax_cross_entropy_with_integer_labels(logits_BC, labels_fc_B)
-      return losses_B.sum() / global_batch, logits_BC
-
-    (loss, logits_BC), grads = jax.value_and_grad(loss_fn, has_aux=True)(params)
-    correct = jnp.sum(jnp.argmax(logits_BC, -1) == labels_fc_B)
+      split = lambda x: x.reshape(microbatches, local_batch // microbatches, *x.shape[1:])
+      zero_grads = jax.tree.map(jnp.zeros_like, params)
+      zero = jnp.zeros((), jnp.float32)
+      if plan.fc_batch_axes:  # the loss sums vary over the FC stage's batch axes.
+        zero = jax.lax.pcast(zero, plan.fc_batch_axes, to="varying")
+      (grads, batch_stats, loss, correct), _ = jax.lax.scan(
+          accumulate, (zero_grads, state.batch_stats, zero, zero.astype(jnp.int32)),
+          (split(images_BHWC), split(labels_B), split(ids_B)))
     metrics = {"train_loss": _sum_over_batch(plan, loss),
                "train_accuracy": _sum_over_batch(plan, correct) / global_batch}
     return partitioning.map_with_grad_axes(lambda g, axes: g[None] if axes else g, grads,
-                                           plan), metrics
+                                           plan), batch_stats, metrics
 
-  def per_device_update(state: TrainState, partial_grads):
+  def per_device_update(state: TrainState, partial_grads, batch_stats):
     grads = partitioning.map_with_grad_axes(
         lambda g, axes: collectives.allreduce_sum(g[0], axes, grad_reduce) if axes else g,
         partial_grads, plan)
     updates, opt_state = tx.update(grads, state.opt_state, state.params)
     return state.replace(step=state.step + 1, params=optax.apply_updates(state.params, updates),
-                         opt_state=opt_state)
+                         opt_state=opt_state, batch_stats=batch_stats)
 
   batch = plan.batch_spec
   grads_fn = jax.shard_map(per_device_grads, mesh=mesh, in_specs=(specs, batch, batch),
-                           out_specs=(grad_specs, P()))
-  update_fn = jax.shard_map(per_device_update, mesh=mesh, in_specs=(specs, grad_specs),
-                            out_specs=specs, check_vma=False)
+                           out_specs=(grad_specs, specs.batch_stats, P()))
+  update_fn = jax.shard_map(per_device_update, mesh=mesh,
+                            in_specs=(specs, grad_specs, specs.batch_stats), out_specs=specs,
+                            check_vma=False)
 
   def train_step(state, images_BHWC, labels_B):
-    partial_grads, metrics = grads_fn(state, images_BHWC, labels_B)
-    return update_fn(state, partial_grads), metrics
+    partial_grads, batch_stats, metrics = grads_fn(state, images_BHWC, labels_B)
+    return update_fn(state, partial_grads, batch_stats), metrics
 
   return jax.jit(train_step, donate_argnums=0)
 
 
-def make_eval_step(model: models.AlexNet, plan: partitioning.Plan, mesh, param_specs):
-  """Returns `eval_step(params, images, labels, weights) -> sums`, jitted.
+def make_eval_step(model: models.AlexNet, plan: partitioning.Plan, mesh, variable_specs):
+  """Returns `eval_step(variables, images, labels, weights) -> sums`, jitted.
+
+  `variables` are the model's collections ({"params": ..., and "batch_stats" with batch norm}),
+  placed with `variable_specs`.
 
   `weights` is 1 for real examples and 0 for the padding of a last, partial batch. The sums
   (`eval_loss`, `eval_top1`, `eval_top5`, `count`) are over the whole global batch.
   """
 
-  def per_device_eval(params, images_BHWC, labels_B, weights_B):
-    logits_BC = model.apply({"params": params}, images_BHWC,
+  def per_device_eval(variables, images_BHWC, labels_B, weights_B):
+    logits_BC = model.apply(variables, images_BHWC,
                             example_ids_B=example_ids(plan, images_BHWC.shape[0]))
     labels_B, weights_B = _to_fc_batch(plan, labels_B), _to_fc_batch(plan, weights_B)
     losses_B = optax.softmax_cross_entropy_with_integer_labels(logits_BC, labels_B)
@@ -129,4 +166,4 @@ def make_eval_step(model: models.AlexNet, plan: partitioning.Plan, mesh, param_s
 
   batch = plan.batch_spec
   return jax.jit(jax.shard_map(per_device_eval, mesh=mesh,
-                               in_specs=(param_specs, batch, batch, batch), out_specs=P()))
+                               in_specs=(variable_specs, batch, batch, batch), out_specs=P()))

@@ -17,11 +17,14 @@ class TrainState(flax.struct.PyTreeNode):
     params: parameters at full shapes, sharded as the plan says.
     opt_state: optax state; its parameter-shaped slots are sharded like the parameters.
     rng: raw uint32 key data of the run's root key; dropout keys derive from (rng, step).
+    batch_stats: running batch-norm statistics, sharded like the parameters of their layer
+      (empty for models without batch norm).
   """
   step: jax.Array
   params: dict
   opt_state: optax.OptState
   rng: jax.Array
+  batch_stats: dict = flax.struct.field(default_factory=dict)
 
 
 def state_specs(abstract_state: TrainState, plan: partitioning.Plan, tx, classifier: str):
@@ -30,7 +33,9 @@ def state_specs(abstract_state: TrainState, plan: partitioning.Plan, tx, classif
   opt_specs = optax.tree_map_params(tx, lambda _, spec: spec, abstract_state.opt_state,
                                     param_specs, transform_non_params=lambda _: P(),
                                     is_leaf=lambda x: isinstance(x, P))
-  return TrainState(step=P(), params=param_specs, opt_state=opt_specs, rng=P())
+  stats_specs = partitioning.param_specs(abstract_state.batch_stats, plan, classifier)
+  return TrainState(step=P(), params=param_specs, opt_state=opt_specs, rng=P(),
+                    batch_stats=stats_specs)
 
 
 def create_unsharded(model: models.AlexNet, tx, image_shape, seed: int) -> TrainState:
@@ -44,7 +49,7 @@ def create_unsharded(model: models.AlexNet, tx, image_shape, seed: int) -> Train
                          example_ids_B=jnp.zeros(image_shape[0], jnp.int32))
   params = variables["params"]
   return TrainState(step=jnp.zeros((), jnp.int32), params=params, opt_state=tx.init(params),
-                    rng=root)
+                    rng=root, batch_stats=variables.get("batch_stats", {}))
 
 
 def create(model: models.AlexNet, tx, plan: partitioning.Plan, mesh, image_shape, seed: int,

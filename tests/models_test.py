@@ -9,7 +9,10 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 from absl.testing import absltest, parameterized  # noqa: E402
 
-from hybrid_parallel import layers, models  # noqa: E402
+from jax.sharding import PartitionSpec as P  # noqa: E402
+
+from hybrid_parallel import layers, models, partitioning  # noqa: E402
+from hybrid_parallel import mesh as mesh_lib  # noqa: E402
 from hybrid_parallel.errors import UserError  # noqa: E402
 
 
@@ -29,6 +32,10 @@ class ModelsTest(parameterized.TestCase):
       ("alexnet_owt", "alexnet_owt", 1000, None, 61_100_840),
       ("alexnet_tiny", "alexnet_tiny", 10, 64, 50_410),
       ("alexnet_owt_tiny", "alexnet_owt_tiny", 10, 64, 48_178),
+      # 2012 widths in one column, no conv biases, BN scale + shift per channel: 3,745,824 conv
+      # + 2,752 BN + 58,631,144 FC (hand count).
+      ("alexnet_bn", "alexnet_bn", 1000, None, 62_379_720),
+      ("alexnet_bn_tiny", "alexnet_bn_tiny", 10, 64, 74_266),
   )
   def test_parameter_counts_are_pinned(self, name, classes, image_size, expected):
     self.assertEqual(models.count_params(abstract_params(name, classes, image_size)), expected)
@@ -83,6 +90,39 @@ class ModelsTest(parameterized.TestCase):
         tiny, convs=tuple(dataclasses.replace(c, lrn=False) for c in tiny.convs))
     with self.assertRaisesRegex(UserError, "layer conv2 is connected only within its column"):
       models.check_layout("two_columns", without_lrn, models.Layout(conv_shards=4), 64)
+
+  def test_batch_norm_statistics_per_worker_or_over_the_whole_batch(self):
+    plan = partitioning.plan("data", 2, 1)
+    mesh = mesh_lib.make_mesh(2, 1)
+    images = jnp.asarray(np.random.RandomState(0).randn(8, 64, 64, 3), jnp.float32)
+    ids, key = jnp.arange(8), jax.random.key(1)
+    whole = models.build("alexnet_bn_tiny", 10, image_size=64, dropout_rate=0.0)
+    variables = whole.init(jax.random.key(0), images[:1], example_ids_B=ids[:1])
+
+    def train_mode(net, x, ids):  # dropout_key given: train mode, batch statistics.
+      return net.apply(variables, x, example_ids_B=ids, dropout_key=key, mutable=["batch_stats"])
+
+    results = {}
+    for sync in (False, True):
+      net = models.build("alexnet_bn_tiny", 10, plan.layout, 64, 0.0, sync_batch_norm=sync)
+      step = jax.shard_map(lambda x, ids, net=net: train_mode(net, x, ids), mesh=mesh,
+                           in_specs=(P("data"), P("data")), out_specs=(P("data"), P()))
+      shard = lambda x: jax.device_put(x, jax.sharding.NamedSharding(mesh, P("data")))
+      results[sync] = jax.jit(step)(shard(images), shard(ids))
+    halves = [train_mode(whole, images[i:i + 4], ids[i:i + 4]) for i in (0, 4)]
+    # Per worker: each half normalised with its own statistics, as two single-device passes;
+    # the running averages follow the mean of the workers' statistics.
+    np.testing.assert_allclose(results[False][0], jnp.concatenate([h[0] for h in halves]),
+                               rtol=1e-5, atol=1e-6)
+    jax.tree.map(lambda got, a, b: np.testing.assert_allclose(got, (a + b) / 2, rtol=1e-5,
+                                                              atol=1e-6),
+                 results[False][1], halves[0][1], halves[1][1])
+    # Synchronised: the whole batch's statistics, as one single-device pass.
+    logits, stats = train_mode(whole, images, ids)
+    np.testing.assert_allclose(results[True][0], logits, rtol=1e-5, atol=1e-6)
+    jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6),
+                 results[True][1], stats)
+    self.assertGreater(np.abs(results[True][0] - results[False][0]).max(), 1e-3)
 
   def test_unknown_model(self):
     with self.assertRaisesRegex(UserError, "unknown model 'vgg'"):

@@ -2,11 +2,13 @@
 
 from tests import testing  # noqa: F401  (sets up 8 CPU devices first)
 
+import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
+import optax  # noqa: E402
 from absl.testing import absltest, parameterized  # noqa: E402
 
-from hybrid_parallel import optim  # noqa: E402
+from hybrid_parallel import models, optim  # noqa: E402
 from hybrid_parallel.errors import UserError  # noqa: E402
 
 
@@ -32,6 +34,14 @@ class ScheduleTest(parameterized.TestCase):
     np.testing.assert_allclose(schedule(50), peak * 0.1, rtol=1e-6)
     np.testing.assert_allclose(schedule(80), peak * 0.01, rtol=1e-6)  # and again at epoch 8.
 
+  def test_constant_warmup_holds_the_base_rate_then_jumps(self):
+    config = testing.tiny_config(base_learning_rate=0.1, reference_batch_size=256,
+                                 lr_scaling="linear", warmup_epochs=2, warmup="constant",
+                                 lr_decay="constant")
+    schedule = optim.learning_rate_schedule(config, 2048, 10, 100)
+    np.testing.assert_allclose([schedule(0), schedule(19), schedule(20), schedule(99)],
+                               [0.1, 0.1, 0.8, 0.8], rtol=1e-6)
+
   def test_cosine_decay_reaches_zero(self):
     config = testing.tiny_config(lr_decay="cosine", base_learning_rate=0.02, lr_scaling="none")
     schedule = optim.learning_rate_schedule(config, 128, 10, 100)
@@ -41,10 +51,20 @@ class ScheduleTest(parameterized.TestCase):
   @parameterized.named_parameters(
       ("scaling", dict(lr_scaling="cubic"), "unknown lr_scaling 'cubic'"),
       ("decay", dict(lr_decay="poly"), "unknown lr_decay 'poly'"),
+      ("warmup", dict(warmup="linear"), "unknown warmup 'linear'"),
   )
   def test_unknown_rules(self, overrides, message):
     with self.assertRaisesRegex(UserError, message):
       optim.learning_rate_schedule(testing.tiny_config(**overrides), 128, 10, 100)
+
+  @parameterized.named_parameters(
+      ("optimizer", dict(optimizer="adam"), "unknown optimizer 'adam'"),
+      ("group", dict(lr_multipliers={"conv": 2.0, "head": 1.0}),
+       "unknown lr_multipliers group 'head'"),
+  )
+  def test_unknown_optimizer_settings(self, overrides, message):
+    with self.assertRaisesRegex(UserError, message):
+      optim.make_optimizer(testing.tiny_config(**overrides), lambda _: 0.1)
 
 
 class UpdateTest(absltest.TestCase):
@@ -68,6 +88,108 @@ class UpdateTest(absltest.TestCase):
     np.testing.assert_allclose(params["kernel"], w["kernel"], rtol=1e-6)
     np.testing.assert_allclose(params["bias"], w["bias"], rtol=1e-6)
     self.assertNotAlmostEqual(w["kernel"], w["bias"])
+
+
+
+def _leaf_tree():
+  """A kernel and a bias of one conv and one FC layer, with distinct values."""
+  rng = np.random.RandomState(0)
+  return {"conv1": {"kernel": jnp.asarray(rng.randn(3, 3, 2, 4), jnp.float32),
+                    "bias": jnp.asarray(rng.randn(4), jnp.float32)},
+          "fc6": {"kernel": jnp.asarray(rng.randn(5, 3), jnp.float32),
+                  "bias": jnp.asarray(rng.randn(3), jnp.float32)}}
+
+
+def _grads(steps):
+  return [jax.tree.map(lambda p, i=i: jnp.cos(p * (i + 1)), _leaf_tree()) for i in range(steps)]
+
+
+def _first_update(tx, grads, params):
+  return tx.update(grads, tx.init(params), params)[0]
+
+
+def _run(tx, grads, params=None):
+  """Applies `tx` to the gradient sequence; returns the final parameters."""
+  params = _leaf_tree() if params is None else params
+  state = tx.init(params)
+  for g in grads:
+    updates, state = tx.update(g, state, params)
+    params = optax.apply_updates(params, updates)
+  return params
+
+
+class LarsTest(absltest.TestCase):
+  CONFIG = dict(optimizer="lars", momentum=0.9, weight_decay=5e-4, lars_trust_coefficient=0.001,
+                lars_eps=0.0, nesterov=False)
+
+  def test_trust_ratio_and_decay_on_kernels_only(self):
+    tx = optim.make_optimizer(testing.tiny_config(**self.CONFIG), lambda _: 2.0)
+    params, grads = _leaf_tree(), _grads(1)[0]
+    updates = _first_update(tx, grads, params)
+    for layer in ("conv1", "fc6"):
+      w, g = params[layer]["kernel"], grads[layer]["kernel"]
+      u = g + 5e-4 * w  # You et al.: trust ratio η‖w‖/‖∇L + βw‖ on the decayed gradient.
+      ratio = 0.001 * jnp.linalg.norm(w) / jnp.linalg.norm(u)
+      np.testing.assert_allclose(updates[layer]["kernel"], -2.0 * ratio * u, rtol=1e-5)
+      # Biases: the plain step, neither decayed nor scaled by a trust ratio.
+      np.testing.assert_allclose(updates[layer]["bias"], -2.0 * grads[layer]["bias"], rtol=1e-6)
+
+  def test_equals_optax_lars_at_a_constant_rate(self):
+    ours = optim.make_optimizer(testing.tiny_config(**self.CONFIG), lambda _: 0.5)
+    mask = lambda p: jax.tree.map(lambda x: x.ndim > 1, p)
+    reference = optax.lars(0.5, weight_decay=5e-4, weight_decay_mask=mask,
+                           trust_coefficient=0.001, trust_ratio_mask=mask, momentum=0.9)
+    jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5),
+                 _run(ours, _grads(4)), _run(reference, _grads(4)))
+
+  def test_changing_rate_follows_goyal_momentum_correction(self):
+    # Goyal et al. eq. (10) with the correction: v ← m·(η_t/η_{t-1})·v + η_t·u_t, w ← w − v,
+    # u_t being the update before the learning rate (decayed, trust-scaled gradient for LARS).
+    rates = [0.1, 0.4, 1.6, 0.2]
+    schedule = lambda step: jnp.asarray(rates)[step]
+    for optimizer in ("sgd", "lars"):
+      config = testing.tiny_config(**dict(self.CONFIG, optimizer=optimizer))
+      ours = _run(optim.make_optimizer(config, schedule), _grads(4))
+      # The same optimiser without momentum at rate 1 gives −u_t.
+      no_momentum = optim.make_optimizer(testing.tiny_config(**dict(config, momentum=0.0)),
+                                         lambda _: 1.0)
+      params, v, previous_rate = _leaf_tree(), None, None
+      for rate, g in zip(rates, _grads(4)):
+        u = jax.tree.map(lambda x: -x, _first_update(no_momentum, g, params))
+        v = (jax.tree.map(lambda u_: rate * u_, u) if v is None else
+             jax.tree.map(lambda v_, u_: 0.9 * rate / previous_rate * v_ + rate * u_, v, u))
+        params = jax.tree.map(lambda w, v_: w - v_, params, v)
+        previous_rate = rate
+      jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7), ours,
+                   params)
+    # optax.lars folds the rate into its momentum buffer without the correction: it differs.
+    mask = lambda p: jax.tree.map(lambda x: x.ndim > 1, p)
+    uncorrected = _run(optax.lars(schedule, weight_decay=5e-4, weight_decay_mask=mask,
+                                  trust_coefficient=0.001, trust_ratio_mask=mask), _grads(4))
+    self.assertGreater(max(np.abs(a - b).max() for a, b in
+                           zip(jax.tree.leaves(uncorrected), jax.tree.leaves(params))), 1e-4)
+
+
+class GroupMultiplierTest(absltest.TestCase):
+
+  def test_conv_and_fc_rates_reach_exactly_their_layers(self):
+    net = models.build("alexnet_bn_tiny", 10, image_size=64)
+    params = net.init(jax.random.PRNGKey(0), jnp.zeros((1, 64, 64, 3)),
+                      example_ids_B=jnp.zeros(1, jnp.int32))["params"]
+    grads = jax.tree.map(jnp.ones_like, params)
+    plain = testing.tiny_config(weight_decay=0.0, momentum=0.0)
+    scaled = testing.tiny_config(weight_decay=0.0, momentum=0.0,
+                                 lr_multipliers={"conv": 8.0, "fc": 1.0})
+    base, got = (_first_update(optim.make_optimizer(c, lambda _: 0.01), grads, params)
+                 for c in (plain, scaled))
+    factors = {}
+    for (path, b), g in zip(jax.tree_util.tree_leaves_with_path(base), jax.tree.leaves(got)):
+      factor = float(np.unique(np.asarray(g / b)).item())
+      factors[path[0].key] = factors.get(path[0].key, set()) | {round(factor, 5)}
+    self.assertEqual(factors, {"conv1": {8.0}, "conv1_bn": {8.0}, "conv2": {8.0},
+                               "conv2_bn": {8.0}, "conv3": {8.0}, "conv3_bn": {8.0},
+                               "conv4": {8.0}, "conv4_bn": {8.0}, "conv5": {8.0},
+                               "conv5_bn": {8.0}, "fc6": {1.0}, "fc7": {1.0}, "fc8": {1.0}})
 
 
 if __name__ == "__main__":

@@ -71,6 +71,21 @@ class PartitioningTest(parameterized.TestCase):
                                 "the 8 devices"):
       partitioning.check_batch(partitioning.plan("owt", 2, 4), 100)
 
+  def test_microbatches_must_split_each_devices_batch(self):
+    partitioning.check_batch(partitioning.plan("data", 4, 1), 64, microbatches=16)
+    with self.assertRaisesRegex(UserError, "each device's 16 examples cannot be split into 3 "
+                                "microbatches; use a global_batch_size that is a multiple of 12"):
+      partitioning.check_batch(partitioning.plan("data", 4, 1), 64, microbatches=3)
+
+  @parameterized.named_parameters(
+      ("batch_norm", "alexnet_bn_tiny", {}, "parallelism 'averaging' keeps no batch-norm"),
+      ("microbatches", "alexnet_tiny", {"microbatches": 2},
+       "microbatches apply to the synchronous schemes, not 'averaging'"),
+  )
+  def test_local_sgd_refuses_what_it_does_not_support(self, model_name, overrides, message):
+    with self.assertRaisesRegex(UserError, message):
+      testing.build(model_name, "averaging", 2, 1, testing.tiny_config(**overrides), 16)
+
 
 if __name__ == "__main__":
   absltest.main()

@@ -7,6 +7,8 @@ import numpy as np  # noqa: E402
 from absl.testing import absltest, parameterized  # noqa: E402
 from jax.sharding import PartitionSpec as P  # noqa: E402
 
+from hybrid_parallel import models  # noqa: E402
+
 GLOBAL_BATCH = 16  # divisible by every mesh below, including owt's 8-way conv batch.
 STEPS = 3
 CONFIG = testing.tiny_config(base_learning_rate=0.05, reference_batch_size=GLOBAL_BATCH,
@@ -15,14 +17,16 @@ BATCHES = testing.random_batches(STEPS, GLOBAL_BATCH)
 _reference = {}
 
 
-def reference(model_name):
-  """Losses and parameters of the single-device run (computed once per model)."""
-  if model_name not in _reference:
-    setup = testing.build(model_name, "single", 1, 1, CONFIG, GLOBAL_BATCH)
+def reference(model_name, optimizer="sgd"):
+  """Losses and variables of the single-device run (computed once per model and optimiser)."""
+  if (model_name, optimizer) not in _reference:
+    config = CONFIG.copy_and_resolve_references()
+    config.optimizer = optimizer
+    setup = testing.build(model_name, "single", 1, 1, config, GLOBAL_BATCH)
     initial = jax.tree.map(np.asarray, setup["state"].params)
-    losses, params = testing.train_steps(setup, BATCHES)
-    _reference[model_name] = initial, losses, params
-  return _reference[model_name]
+    losses, variables = testing.train_steps(setup, BATCHES)
+    _reference[model_name, optimizer] = initial, losses, variables
+  return _reference[model_name, optimizer]
 
 
 class EquivalenceTest(parameterized.TestCase):
@@ -37,25 +41,41 @@ class EquivalenceTest(parameterized.TestCase):
       ("owt_2x4", "alexnet_owt_tiny", "owt", 2, 4),
       ("owt_2x4_two_columns", "alexnet_tiny", "owt", 2, 4),
       # The papers' reduction algorithms in place of psum (owt sums conv gradients over both axes).
-      ("data_4x1_butterfly", "alexnet_tiny", "data", 4, 1, "butterfly"),
-      ("hybrid_2x2_ring", "alexnet_tiny", "hybrid", 2, 2, "ring"),
-      ("owt_2x4_tree", "alexnet_owt_tiny", "owt", 2, 4, "tree"),
-      ("data_2x1_parameter_server", "alexnet_tiny", "data", 2, 1, "parameter_server"),
+      ("data_4x1_butterfly", "alexnet_tiny", "data", 4, 1, dict(grad_reduce="butterfly")),
+      ("hybrid_2x2_ring", "alexnet_tiny", "hybrid", 2, 2, dict(grad_reduce="ring")),
+      ("owt_2x4_tree", "alexnet_owt_tiny", "owt", 2, 4, dict(grad_reduce="tree")),
+      ("data_2x1_parameter_server", "alexnet_tiny", "data", 2, 1,
+       dict(grad_reduce="parameter_server")),
+      # Gradient accumulation: k passes over slices of the batch make the whole batch's update.
+      ("single_4_microbatches", "alexnet_tiny", "single", 1, 1, dict(microbatches=4)),
+      ("data_2x1_2_microbatches", "alexnet_tiny", "data", 2, 1, dict(microbatches=2)),
+      ("owt_2x4_2_microbatches", "alexnet_owt_tiny", "owt", 2, 4, dict(microbatches=2)),
+      # LARS: trust ratios from norms summed over the shards of a split layer.
+      ("hybrid_2x2_lars", "alexnet_tiny", "hybrid", 2, 2, dict(optimizer="lars")),
+      ("owt_2x4_lars", "alexnet_owt_tiny", "owt", 2, 4, dict(optimizer="lars")),
+      # Batch norm with statistics over the whole batch (per-worker statistics: models_test).
+      ("model_1x2_batch_norm", "alexnet_bn_tiny", "model", 1, 2),
+      ("hybrid_2x2_sync_batch_norm", "alexnet_bn_tiny", "hybrid", 2, 2,
+       dict(sync_batch_norm=True)),
+      ("owt_2x4_sync_batch_norm", "alexnet_bn_tiny", "owt", 2, 4, dict(sync_batch_norm=True)),
   )
-  def test_three_sgd_steps_with_dropout_equal_single_device(self, model_name, scheme, data,
-                                                            model, grad_reduce="psum"):
-    initial, ref_losses, ref_params = reference(model_name)
+  def test_three_steps_with_dropout_equal_single_device(self, model_name, scheme, data, model,
+                                                        overrides=None):
     config = CONFIG.copy_and_resolve_references()
-    config.grad_reduce = grad_reduce
+    config.update(overrides or {})
+    initial, ref_losses, ref_variables = reference(model_name, config.optimizer)
     setup = testing.build(model_name, scheme, data, model, config, GLOBAL_BATCH)
-    losses, params = testing.train_steps(setup, BATCHES)
+    losses, variables = testing.train_steps(setup, BATCHES)
 
     np.testing.assert_allclose(losses, ref_losses, rtol=1e-6, atol=1e-6)
-    moved = max(np.abs(a - b).max() for a, b in zip(jax.tree.leaves(ref_params),
+    moved = max(np.abs(a - b).max() for a, b in zip(jax.tree.leaves(ref_variables["params"]),
                                                      jax.tree.leaves(initial)))
     self.assertGreater(moved, 1e-3)  # the tolerance below is far smaller than the updates.
-    jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=2e-7), params,
-                 ref_params)
+    self.assertEqual(jax.tree.structure(variables), jax.tree.structure(ref_variables))
+    # Batch norm divides by the batch's σ, amplifying the rounding of sums split over devices.
+    atol = 1e-6 if models.ARCHITECTURES[model_name].batch_norm else 2e-7
+    jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=atol), variables,
+                 ref_variables)
 
   @parameterized.named_parameters(
       ("hybrid_2x2", "alexnet_tiny", "hybrid", 2, 2),
@@ -67,7 +87,7 @@ class EquivalenceTest(parameterized.TestCase):
     sums = []
     for args in (("single", 1, 1), (scheme, data, model)):
       setup = testing.build(model_name, *args, CONFIG, GLOBAL_BATCH)
-      sums.append(jax.device_get(setup["eval_step"](setup["state"].params,
+      sums.append(jax.device_get(setup["eval_step"](setup["scheme"].eval_variables(setup["state"]),
                                                     *testing.put(setup, images, labels, weights))))
     self.assertEqual(sums[0]["count"], 11)
     for key in sums[0]:

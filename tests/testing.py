@@ -40,12 +40,14 @@ def build(model_name: str, scheme: str, data: int, model: int, config, batch: in
   config.parallelism = scheme
   plan = partitioning.plan(scheme, data, model)
   mesh = mesh_lib.make_mesh(data, model)
-  net = models.build(model_name, 10, plan.layout, IMAGE_SIZE, config.dropout_rate)
-  tx = optim.make_optimizer(config, optim.learning_rate_schedule(config, batch, 10, 100))
+  net = models.build(model_name, 10, plan.layout, IMAGE_SIZE, config.dropout_rate,
+                     config.sync_batch_norm)
+  tx = optim.make_optimizer(config, optim.learning_rate_schedule(config, batch, 10, 100),
+                            partitioning.sharded_axes(plan, net.arch.fc_names()[-1]))
   built = schemes.build(config, net, plan, mesh, tx, (1, IMAGE_SIZE, IMAGE_SIZE, 3))
   return dict(plan=plan, mesh=mesh, model=net, tx=tx, state=built.state, scheme=built,
               sharding=NamedSharding(mesh, plan.batch_spec), train_step=built.train_step,
-              eval_step=step.make_eval_step(net, plan, mesh, built.eval_param_specs))
+              eval_step=step.make_eval_step(net, plan, mesh, built.eval_specs))
 
 
 def put(setup, *arrays):
@@ -53,10 +55,10 @@ def put(setup, *arrays):
 
 
 def train_steps(setup, batches):
-  """Runs one step per batch; returns the per-step losses and the evaluated params as numpy."""
+  """Runs one step per batch; returns the per-step losses and the evaluated variables (numpy)."""
   state, losses = setup["state"], []
   for images, labels in batches:
     state, metrics = setup["train_step"](state, *put(setup, images, labels))
     losses.append(float(metrics["train_loss"]))
   setup["state"] = state
-  return np.array(losses), jax.tree.map(np.asarray, setup["scheme"].eval_params(state))
+  return np.array(losses), jax.tree.map(np.asarray, setup["scheme"].eval_variables(state))
