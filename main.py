@@ -4,6 +4,14 @@ r"""Trains a Krizhevsky convnet with the parallelism scheme a config names.
 
 On a machine without enough accelerators for the config's mesh, the mesh runs on simulated CPU
 devices (exactly as many as it needs, unless --cpu_devices says otherwise).
+
+Many processes (jax.distributed; one per host, or several on one host):
+
+  python main.py --config=... --coordinator_address=HOST:PORT --num_processes=N --process_id=I
+
+or, under SLURM / Open MPI / on TPU pods, just --distributed (JAX detects the rest). Every process
+runs the same command; process 0 writes logs, metrics and TensorBoard; checkpoints are written by
+all of them into --workdir, which must be a path they all share.
 """
 
 import os
@@ -18,6 +26,14 @@ _WORKDIR = flags.DEFINE_string("workdir", None,
                                "Where metrics and TensorBoard events go; default runs/<config>.")
 _CPU_DEVICES = flags.DEFINE_integer(
     "cpu_devices", None, "How many CPU devices to simulate; default: as many as the mesh needs.")
+_COORDINATOR = flags.DEFINE_string(
+    "coordinator_address", None, "HOST:PORT of process 0, for jax.distributed (many processes).")
+_NUM_PROCESSES = flags.DEFINE_integer("num_processes", None, "Processes in the job.")
+_PROCESS_ID = flags.DEFINE_integer("process_id", None, "This process's index, 0-based.")
+_DISTRIBUTED = flags.DEFINE_bool(
+    "distributed", False, "Initialise jax.distributed from the environment (SLURM, Open MPI, TPU).")
+_HEARTBEAT_S = flags.DEFINE_integer(
+    "heartbeat_timeout_s", 60, "jax.distributed ends the job when a process is silent this long.")
 flags.mark_flag_as_required("config")
 
 
@@ -46,15 +62,36 @@ def _parse_flags(argv):
     _fail(f"the config has no such field: {' '.join(str(text).split())}")
 
 
+def _initialize_distributed(jax) -> None:
+  """jax.distributed.initialize with timeouts that end a job whose peer is gone."""
+  explicit = (_COORDINATOR.value, _NUM_PROCESSES.value, _PROCESS_ID.value)
+  if _COORDINATOR.value and None in explicit:
+    _fail("--coordinator_address needs --num_processes and --process_id too.")
+  try:
+    jax.distributed.initialize(*explicit if _COORDINATOR.value else (None, None, None),
+                               initialization_timeout=120,
+                               heartbeat_timeout_seconds=_HEARTBEAT_S.value)
+  except Exception as e:  # noqa: BLE001 — a coordinator that cannot be reached, bad ids, ...
+    _fail(f"jax.distributed could not start ({str(e).strip().splitlines()[0]}).")
+  logging.info("process %d of %d, %d local devices of %d.", jax.process_index(),
+               jax.process_count(), jax.local_device_count(), jax.device_count())
+
+
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
   config = _CONFIG.value
   mesh = config.mesh.data * config.mesh.model
+  processes = _NUM_PROCESSES.value or 1
+  if mesh % processes:
+    _fail(f"the {config.mesh.data}×{config.mesh.model} mesh cannot be split evenly over "
+          f"{processes} processes.")
   # Must precede the first device query; it only affects the CPU backend, so it is harmless where
-  # accelerators run the mesh.
+  # accelerators run the mesh. Each process simulates its share of the mesh.
   import jax
-  jax.config.update("jax_num_cpu_devices", _CPU_DEVICES.value or max(1, mesh))
+  jax.config.update("jax_num_cpu_devices", _CPU_DEVICES.value or max(1, mesh // processes))
+  if _COORDINATOR.value or _DISTRIBUTED.value:
+    _initialize_distributed(jax)
   import train  # Imported after the device count is set: nothing may query devices earlier.
   from hybrid_parallel.errors import UserError
 
@@ -68,6 +105,16 @@ def main(argv):
     train.train_and_evaluate(config, workdir)
   except (UserError, FloatingPointError) as e:
     _fail(str(e))
+  except jax.errors.JaxRuntimeError as e:
+    if jax.process_count() == 1:
+      raise
+    # A peer died mid-collective. Exit now: JAX's exit handler would wait for the dead peer at
+    # its shutdown barrier until the heartbeat timeout and then abort.
+    cause = str(e).strip().splitlines()[0]
+    print(f"error: process {jax.process_index()} of {jax.process_count()}: a collective with "
+          f"the other processes failed ({cause}); another process has probably died, see its "
+          f"log.", file=sys.stderr, flush=True)
+    os._exit(1)
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ The loop is the same for every scheme; `config.parallelism` and `config.mesh` on
 (hybrid_parallel.partitioning) that the mesh, the state's shardings and the step are built from.
 """
 
+import os
 import time
 
 import jax
@@ -15,7 +16,8 @@ from jax.sharding import NamedSharding
 
 import input_pipeline
 from hybrid_parallel import mesh as mesh_lib
-from hybrid_parallel import metric_writers, models, optim, partitioning, schemes, step
+from hybrid_parallel import checkpointing, faults, metric_writers, models, optim, partitioning
+from hybrid_parallel import schemes, step
 
 
 def _total_steps(config, steps_per_epoch: int) -> int:
@@ -60,44 +62,65 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
   tx = optim.make_optimizer(config, schedule,
                             partitioning.sharded_axes(plan, model.arch.fc_names()[-1]))
   image_shape = models.input_shape(config.model, config.image_size, dataset.channels)
-  scheme = schemes.build(config, model, plan, mesh, tx, image_shape)
-  state, train_step = scheme.state, scheme.train_step
+  scheme = schemes.build(config, model, plan, mesh, tx, image_shape, abstract=True)
+  train_step = scheme.train_step
   eval_step = step.make_eval_step(model, plan, mesh, scheme.eval_specs)
   batch_sharding = NamedSharding(mesh, plan.batch_spec)
   logging.info("%s: %s on a %d×%d mesh of %s devices, global batch %d, %d steps (%d per epoch), "
                "%s parameters", config.model, config.parallelism, plan.data, plan.model,
                devices[0].platform, global_batch, total_steps, steps_per_epoch,
-               f"{models.count_params(scheme.eval_variables(state)['params']):,}")
+               f"{models.count_params(scheme.eval_variables(scheme.state)['params']):,}")
+
+  checkpointer = checkpointing.Checkpointer(
+      os.path.join(workdir, "checkpoints"), config.checkpoint_every_steps, config.checkpoint_keep,
+      _run_description(config, plan))
+  restored = checkpointer.restore_latest(scheme.state)
+  if restored:
+    state, first_step = restored.state, restored.step
+    logging.info("resumed from the checkpoint at step %d (written by %s on a %s mesh); the next "
+                 "batch is number %d.", first_step, restored.meta.get("parallelism"),
+                 restored.meta.get("mesh"), restored.meta["data_position"])
+  else:
+    state, first_step = scheme.init(), 0
 
   is_logger = jax.process_index() == 0
   writer = metric_writers.MetricWriter(workdir) if is_logger else None
-  progress = metric_writers.Progress(total_steps)
-  window, window_start = [], time.perf_counter()
+  progress = metric_writers.Progress(total_steps, first_step)
+  watchdog = faults.Watchdog(config.step_timeout_s, _peer_hint())
+  last_checkpoint = restored.step if restored else None
+  window, window_start = [], time.perf_counter()  # (step, metrics) since the last log row.
+  previous = None  # (step, metrics) of the step before the one in flight.
   eval_metrics = {}
   try:
-    with jax.set_mesh(mesh):
-      for s in range(total_steps):
+    with jax.set_mesh(mesh), faults.Preemption() as preemption:
+      for s in range(first_step, total_steps):
         images, labels = input_pipeline.train_batch(dataset, batch_sharding, global_batch,
                                                     config.seed, s)
         state, metrics = train_step(state, images, labels)
-        if window:
+        done = s + 1
+        if previous:
           # At most two steps in flight. Deeper queues gain nothing and can starve XLA:CPU's thread
           # pool when simulated devices block in a collective's rendezvous (a 40 s abort).
-          jax.block_until_ready(window[-1])
-        window.append(metrics)
-        done = s + 1
-        if done % config.log_every_steps == 0 or done == total_steps:
-          window = jax.device_get(window)
-          row = {k: float(np.mean([m[k] for m in window])) for k in window[0]}
-          row["learning_rate"] = float(schedule(s))
-          row["images_per_sec"] = len(window) * global_batch / (time.perf_counter() - window_start)
-          if not np.isfinite(row["train_loss"]):
-            raise FloatingPointError(
-                f"the training loss became {row['train_loss']} by step {done}.")
-          if is_logger:
-            writer.write(done, row)
-            progress.log(done, row)
+          _check(*previous, config, last_checkpoint)
+        previous = (done, metrics)
+        window.append(previous)
+        watchdog.beat()
+        stopping = preemption.requested
+        saving = checkpointer.due(done) or stopping or done == total_steps
+        logging_row = done % config.log_every_steps == 0 or done == total_steps or stopping
+        if saving or logging_row:
+          _check(done, metrics, config, last_checkpoint)  # never save or log a non-finite step.
+        if saving:
+          checkpointer.save(done, state)
+          last_checkpoint = done
+        if logging_row:
+          _log_row(window, schedule, global_batch, time.perf_counter() - window_start, writer,
+                   progress)
           window, window_start = [], time.perf_counter()
+        if stopping:
+          checkpointer.wait()
+          logging.warning("SIGTERM: saved the checkpoint at step %d; exiting.", done)
+          return eval_metrics
         if done % config.eval_every_steps == 0 or done == total_steps:
           eval_metrics = evaluate(eval_step, scheme.eval_variables(state), dataset,
                                   batch_sharding, config.eval_batch_size)
@@ -108,6 +131,45 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
                          100 * eval_metrics["eval_top5"])
           window_start = time.perf_counter()  # evaluation time is not training throughput.
   finally:
+    watchdog.close()
+    checkpointer.close()  # waits for saves in flight: a started checkpoint is never lost.
     if writer:
       writer.close()
   return eval_metrics
+
+
+def _check(step_: int, metrics, config, last_checkpoint) -> None:
+  """Stops at a non-finite step (unless skipping them); warns about a skipped one."""
+  if config.skip_nonfinite_steps:
+    if float(metrics["nonfinite_grads"]) > 0:
+      logging.warning("step %d had non-finite gradients; skipped it (parameters unchanged).",
+                      step_)
+    return
+  faults.check_finite(step_, jax.device_get(metrics), last_checkpoint)
+
+
+def _log_row(window, schedule, global_batch, seconds, writer, progress) -> None:
+  """Writes the mean of the window's metrics (process 0) and a console line."""
+  steps, metrics = zip(*window)
+  metrics = jax.device_get(metrics)
+  row = {k: float(np.mean([m[k] for m in metrics])) for k in metrics[0]}
+  row["learning_rate"] = float(schedule(steps[-1] - 1))
+  row["images_per_sec"] = len(window) * global_batch / seconds
+  if writer:
+    writer.write(steps[-1], row)
+    progress.log(steps[-1], row)
+
+
+def _run_description(config, plan) -> dict:
+  """What a checkpoint records about the run that wrote it (see checkpointing.py)."""
+  return {"model": config.model, "dataset": config.dataset, "seed": config.seed,
+          "global_batch_size": config.global_batch_size, "optimizer": config.optimizer,
+          "state_kind": "replicas" if plan.scheme in partitioning.LOCAL_SGD else "synchronous",
+          "parallelism": plan.scheme, "mesh": f"{plan.data}x{plan.model}"}
+
+
+def _peer_hint() -> str:
+  if jax.process_count() > 1:
+    return (f"another of the {jax.process_count()} processes has probably died or hung "
+            f"(this is process {jax.process_index()}).")
+  return "the step is hung (raise config.step_timeout_s if steps are really this slow)."

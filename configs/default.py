@@ -85,6 +85,16 @@ def get_config() -> ml_collections.ConfigDict:
   config.lr_decay_factor = 0.1
   config.lr_decay_epochs = (20,)
 
+  # Faults (hybrid_parallel/checkpointing.py, faults.py). A checkpoint every this many steps (and
+  # at the end and on SIGTERM) in <workdir>/checkpoints, the last checkpoint_keep kept; a run
+  # resumes from the newest one automatically.
+  config.checkpoint_every_steps = 100
+  config.checkpoint_keep = 3
+  # A step with NaN/Inf loss or gradients stops the run (False) or is skipped (True).
+  config.skip_nonfinite_steps = False
+  # End the run with a message if no step finishes for this long (a dead peer process); 0: never.
+  config.step_timeout_s = 600.0
+
   # Bookkeeping.
   config.seed = 0  # Parameters, data order and dropout all derive from it.
   config.log_every_steps = 10  # A train row in metrics.jsonl and a console line.

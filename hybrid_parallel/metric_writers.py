@@ -31,13 +31,15 @@ class MetricWriter:
 class Progress:
   """One console line per log step: step, loss, accuracy, learning rate, images/s and ETA."""
 
-  def __init__(self, total_steps: int):
+  def __init__(self, total_steps: int, first_step: int = 0):
     self._total = total_steps
+    self._first = first_step  # a resumed run starts here; its rate counts from here.
     self._start = time.perf_counter()
 
   def log(self, step: int, row: dict[str, float]) -> None:
     elapsed = time.perf_counter() - self._start
-    eta = elapsed / step * (self._total - step) if step > 0 else float("nan")
+    done = step - self._first
+    eta = elapsed / done * (self._total - step) if done > 0 else float("nan")
     logging.info("step %d/%d | loss %.4f | acc %.1f%% | lr %.4g | %.1f img/s | ETA %s", step,
                  self._total, row["train_loss"], 100 * row["train_accuracy"],
                  row["learning_rate"], row["images_per_sec"], _duration(eta))

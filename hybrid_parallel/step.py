@@ -43,7 +43,8 @@ def dropout_key(state) -> jax.Array:
 
 
 def make_train_step(model: models.AlexNet, plan: partitioning.Plan, mesh, tx,
-                    specs: TrainState, grad_reduce: str = "psum", microbatches: int = 1):
+                    specs: TrainState, grad_reduce: str = "psum", microbatches: int = 1,
+                    skip_nonfinite: bool = False):
   """Returns `train_step(state, images, labels) -> (state, metrics)`, jitted, state donated.
 
   One XLA program in two shard_map regions:
@@ -67,6 +68,9 @@ def make_train_step(model: models.AlexNet, plan: partitioning.Plan, mesh, tx,
     specs: PartitionSpecs of the state (`train_state.create`).
     grad_reduce: all-reduce algorithm for the gradients (`collectives.ALGORITHMS`).
     microbatches: passes per step over slices of each device's batch.
+    skip_nonfinite: a step whose summed gradients hold a NaN or Inf leaves the parameters,
+      optimiser state and batch statistics as they were (the step count still advances, so the
+      next step reads the next batch). Either way the metric `nonfinite_grads` reports it.
   """
   collectives.check_algorithm(grad_reduce)
   grad_specs = partitioning.partial_grad_specs(specs.params, plan)
@@ -125,19 +129,28 @@ def make_train_step(model: models.AlexNet, plan: partitioning.Plan, mesh, tx,
         lambda g, axes: collectives.allreduce_sum(g[0], axes, grad_reduce) if axes else g,
         partial_grads, plan)
     updates, opt_state = tx.update(grads, state.opt_state, state.params)
-    return state.replace(step=state.step + 1, params=optax.apply_updates(state.params, updates),
-                         opt_state=opt_state, batch_stats=batch_stats)
+    new_state = state.replace(step=state.step + 1,
+                              params=optax.apply_updates(state.params, updates),
+                              opt_state=opt_state, batch_stats=batch_stats)
+    # Every device checks its shards; the verdict is agreed over the whole mesh.
+    local_ok = jnp.all(jnp.array([jnp.all(jnp.isfinite(g)) for g in jax.tree.leaves(grads)]))
+    finite = jax.lax.pmin(local_ok.astype(jnp.int32), mesh.axis_names) > 0
+    if skip_nonfinite:
+      new_state = jax.tree.map(lambda new, old: jnp.where(finite, new, old), new_state,
+                               state.replace(step=state.step + 1))
+    return new_state, 1.0 - finite.astype(jnp.float32)
 
   batch = plan.batch_spec
   grads_fn = jax.shard_map(per_device_grads, mesh=mesh, in_specs=(specs, batch, batch),
                            out_specs=(grad_specs, specs.batch_stats, P()))
   update_fn = jax.shard_map(per_device_update, mesh=mesh,
-                            in_specs=(specs, grad_specs, specs.batch_stats), out_specs=specs,
-                            check_vma=False)
+                            in_specs=(specs, grad_specs, specs.batch_stats),
+                            out_specs=(specs, P()), check_vma=False)
 
   def train_step(state, images_BHWC, labels_B):
     partial_grads, batch_stats, metrics = grads_fn(state, images_BHWC, labels_B)
-    return update_fn(state, partial_grads, batch_stats), metrics
+    state, nonfinite = update_fn(state, partial_grads, batch_stats)
+    return state, dict(metrics, nonfinite_grads=nonfinite)
 
   return jax.jit(train_step, donate_argnums=0)
 

@@ -80,7 +80,9 @@ class PartitioningTest(parameterized.TestCase):
   @parameterized.named_parameters(
       ("batch_norm", "alexnet_bn_tiny", {}, "parallelism 'averaging' keeps no batch-norm"),
       ("microbatches", "alexnet_tiny", {"microbatches": 2},
-       "microbatches apply to the synchronous schemes, not 'averaging'"),
+       "microbatches applies to the synchronous schemes, not 'averaging'"),
+      ("skip", "alexnet_tiny", {"skip_nonfinite_steps": True},
+       "skip_nonfinite_steps applies to the synchronous schemes, not 'averaging'"),
   )
   def test_local_sgd_refuses_what_it_does_not_support(self, model_name, overrides, message):
     with self.assertRaisesRegex(UserError, message):

@@ -45,7 +45,7 @@ class TrainTest(absltest.TestCase):
                                                      TOTAL_STEPS])
     self.assertEqual([r["step"] for r in eval_rows], [100, 200, 300, TOTAL_STEPS])
     self.assertEqual(set(train_rows[0]), {"step", "train_loss", "train_accuracy", "learning_rate",
-                                          "images_per_sec"})
+                                          "images_per_sec", "nonfinite_grads"})
     self.assertEqual(set(eval_rows[0]), {"step", "eval_loss", "eval_top1", "eval_top5"})
     self.assertAlmostEqual(train_rows[0]["learning_rate"], 0.1 * 64 / 128)
     self.assertAlmostEqual(train_rows[-1]["learning_rate"], 0.1 * 64 / 128 * 0.1)

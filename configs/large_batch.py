@@ -1,0 +1,31 @@
+r"""Large-batch training on digits: 8× the reference batch with the linear rule and gradual warmup.
+
+The base recipe of benchmarks/large_batch.py, which sweeps the global batch (32 → 1024) and the
+rule (none / linear / linear + warmup / LARS) around it at equal epochs. The model is AlexNet-BN
+at tiny width (the LARS paper's model; batch statistics per worker), so that the sweep's 24 runs
+take minutes on a CPU.
+
+  python main.py --config=configs/large_batch.py
+  python main.py --config=configs/large_batch.py --config.optimizer=lars \
+      --config.base_learning_rate=2.0   # LARS, see the README's table for the rates used.
+"""
+
+from configs import default
+
+
+def get_config():
+  config = default.get_config()
+  config.model = "alexnet_bn_tiny"
+  config.global_batch_size = 256
+  # Goyal et al.: η for the reference batch, × k for k times the batch, reached by a gradual
+  # warmup from η; cosine decay to zero over the rest of the run.
+  config.reference_batch_size = 32
+  config.base_learning_rate = 0.02
+  config.lr_scaling = "linear"
+  config.warmup_epochs = 5
+  config.warmup = "gradual"
+  config.lr_decay = "cosine"
+  config.num_epochs = 30
+  config.log_every_steps = 5
+  config.eval_every_steps = 1000  # evaluate at the end only (the sweep compares final accuracy).
+  return config

@@ -1,0 +1,144 @@
+"""Orbax checkpoints of the training state: save asynchronously, resume exactly, reshard.
+
+A checkpoint is one orbax step directory holding two items:
+  state  the whole training state (parameters, optimiser state, step, root RNG key data, batch
+         statistics) as arrays, written collectively by every process;
+  meta   JSON: what wrote it (model, scheme, mesh, dataset, seed, batch) and the data position —
+         the index of the next training batch. Batches are a pure function of (seed, step)
+         (input_pipeline.train_indices), so the position is the step: a run resumed at step s
+         reads batch s next, as the uninterrupted run did.
+
+Restoring takes an *abstract* state (shapes, dtypes and the new run's shardings), so a checkpoint
+written under one mesh and scheme is resharded onto another as it is read: `hybrid4` → `data4` →
+`single` and back. The synchronous schemes share one state structure; the local-SGD schemes
+(replicas) have their own and restore only onto themselves.
+
+A latest checkpoint that cannot be read (truncated, corrupt) is skipped with a warning for the
+one before it; if none can be read, one UserError says so.
+"""
+
+import dataclasses
+import logging as std_logging
+import os
+
+import jax
+import numpy as np
+import orbax.checkpoint as ocp
+from absl import logging
+
+from hybrid_parallel.errors import UserError
+
+# Fields of the meta item that must agree for a checkpoint to continue the same run.
+_SAME_RUN = ("model", "dataset", "seed", "global_batch_size", "optimizer", "state_kind")
+
+
+@dataclasses.dataclass
+class Restored:
+  state: object
+  step: int
+  meta: dict
+
+
+class Checkpointer:
+  """Saves every `every_steps` steps into `directory`, keeping the last `keep`.
+
+  Args:
+    directory: where the step directories go (a path every process can reach).
+    every_steps: save when the step count is a multiple of this (0: only on request).
+    keep: how many of the latest checkpoints to keep.
+    meta: the run's description, stored with every checkpoint (see module docstring).
+  """
+
+  def __init__(self, directory: str, every_steps: int, keep: int, meta: dict):
+    if keep < 1:
+      raise UserError(f"checkpoint keep must be at least 1, got {keep}.")
+    for handler in (*std_logging.root.handlers, logging.get_absl_handler().python_handler):
+      if _quiet_orbax not in handler.filters:
+        handler.addFilter(_quiet_orbax)
+    self.every_steps = every_steps
+    self.meta = dict(meta)
+    options = ocp.CheckpointManagerOptions(max_to_keep=keep, create=True,
+                                           enable_async_checkpointing=True)
+    # orbax needs an absolute path.
+    self.manager = ocp.CheckpointManager(os.path.abspath(directory), options=options,
+                                         item_names=("state", "meta"))
+
+  def due(self, step: int) -> bool:
+    return self.every_steps > 0 and step % self.every_steps == 0
+
+  def save(self, step: int, state) -> None:
+    """Starts an asynchronous save of `state` after `step` steps (returns before it is on disk)."""
+    if step in self.manager.all_steps():
+      return
+    self.manager.save(step, args=ocp.args.Composite(
+        state=ocp.args.StandardSave(state),
+        meta=ocp.args.JsonSave(dict(self.meta, step=step, data_position=step))))
+
+  def wait(self) -> None:
+    """Blocks until every started save is committed to disk."""
+    self.manager.wait_until_finished()
+
+  def close(self) -> None:
+    self.manager.wait_until_finished()
+    self.manager.close()
+
+  def restore_latest(self, abstract_state) -> Restored | None:
+    """The newest readable checkpoint, resharded to `abstract_state`'s shardings; None if none.
+
+    Raises:
+      UserError: there are checkpoints, but none is readable, or they belong to another run.
+    """
+    steps = sorted(self.manager.all_steps(), reverse=True)
+    if not steps:
+      return None
+    for step in steps:
+      try:
+        meta = self.manager.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))
+        meta = dict(meta["meta"])
+      except Exception as e:  # noqa: BLE001 — any unreadable checkpoint: try the one before.
+        logging.warning("checkpoint at step %d is unreadable (%s); trying the previous one.",
+                        step, _first_line(e))
+        continue
+      self._check_same_run(meta, step)
+      try:
+        restored = self.manager.restore(step, args=ocp.args.Composite(
+            state=ocp.args.StandardRestore(abstract_state)))
+      except Exception as e:  # noqa: BLE001
+        logging.warning("checkpoint at step %d is unreadable (%s); trying the previous one.",
+                        step, _first_line(e))
+        continue
+      return Restored(restored["state"], step, meta)
+    raise UserError(f"no checkpoint in {self.manager.directory} can be read (steps "
+                    f"{', '.join(map(str, steps))}); move the directory aside to start afresh.")
+
+  def _check_same_run(self, meta: dict, step: int) -> None:
+    for key in _SAME_RUN:
+      if key in meta and meta[key] != self.meta.get(key):
+        raise UserError(f"the checkpoint at step {step} in {self.manager.directory} was written "
+                        f"with {key} {meta[key]!r}, but this run has {self.meta.get(key)!r}; use "
+                        f"another workdir to start a new run.")
+
+
+def _quiet_orbax(record) -> bool:
+  """Drops orbax's per-save INFO lines (a dozen per checkpoint); its warnings still show."""
+  return record.levelno >= std_logging.WARNING or "orbax" not in record.pathname
+
+
+
+def _first_line(e: Exception) -> str:
+  text = str(e).strip().splitlines()
+  return f"{type(e).__name__}: {text[0] if text else ''}"
+
+
+def read_numpy(checkpoint_dir: str, step: int) -> dict:
+  """The state of the checkpoint at `step` as nested dicts of numpy arrays, on any machine.
+
+  For inspection and tests: no mesh, no target structure, whatever topology wrote it.
+  """
+  path = f"{checkpoint_dir}/{step}/state"
+  checkpointer = ocp.PyTreeCheckpointer()
+  tree = checkpointer.metadata(path)
+  tree = getattr(tree, "item_metadata", tree)
+  tree = getattr(tree, "tree", tree)
+  as_numpy = jax.tree.map(lambda _: ocp.RestoreArgs(restore_type=np.ndarray), tree)
+  return checkpointer.restore(path, args=ocp.args.PyTreeRestore(restore_args=as_numpy))

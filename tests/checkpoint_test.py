@@ -1,0 +1,139 @@
+"""Checkpoints in the real loop: resume across schemes, NaN guard, corrupt-checkpoint fallback."""
+
+from tests import testing  # noqa: F401  (sets up 8 CPU devices first)
+
+import os  # noqa: E402
+import tempfile  # noqa: E402
+from unittest import mock  # noqa: E402
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+from absl.testing import absltest  # noqa: E402
+
+import input_pipeline  # noqa: E402
+import train  # noqa: E402
+from hybrid_parallel import checkpointing, faults  # noqa: E402
+from hybrid_parallel.errors import UserError  # noqa: E402
+
+BASE = dict(global_batch_size=32, eval_batch_size=120, base_learning_rate=0.05, lr_decay="constant",
+            log_every_steps=1, eval_every_steps=1000, checkpoint_every_steps=2)
+
+
+def config_for(scheme, data, model_ways, steps, **overrides):
+  return testing.tiny_config(parallelism=scheme, mesh=dict(data=data, model=model_ways),
+                             num_train_steps=steps, **dict(BASE, **overrides))
+
+
+def saved_state(workdir, step):
+  return checkpointing.read_numpy(os.path.join(workdir, "checkpoints"), step)
+
+
+class ResumeTest(absltest.TestCase):
+
+  def test_resume_across_schemes_matches_the_original_scheme(self):
+    # hybrid 2×2 for 3 steps → data 4×1 to step 6 → single to step 9, in one workdir, against
+    # hybrid 2×2 for 9 steps: the checkpoint is resharded onto each new mesh as it is read.
+    with tempfile.TemporaryDirectory() as moved, tempfile.TemporaryDirectory() as stayed:
+      for scheme, data, model, steps in (("hybrid", 2, 2, 3), ("data", 4, 1, 6),
+                                         ("single", 1, 1, 9)):
+        train.train_and_evaluate(config_for(scheme, data, model, steps), moved)
+      train.train_and_evaluate(config_for("hybrid", 2, 2, 9), stayed)
+      got, expected = saved_state(moved, 9), saved_state(stayed, 9)
+      earlier = saved_state(stayed, 6)  # checkpoint_keep = 3 keeps 6, 8 and 9.
+    self.assertEqual(int(got["step"]), 9)
+    moved_by = max(np.abs(a - b).max() for a, b in zip(jax.tree.leaves(expected["params"]),
+                                                       jax.tree.leaves(earlier["params"])))
+    self.assertGreater(moved_by, 1e-3)
+    jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6), got,
+                 expected)
+
+  def test_a_checkpoint_of_another_model_is_refused(self):
+    with tempfile.TemporaryDirectory() as workdir:
+      train.train_and_evaluate(config_for("single", 1, 1, 2), workdir)
+      with self.assertRaisesRegex(UserError, "the checkpoint at step 2 .* was written with "
+                                  "model 'alexnet_tiny', but this run has 'alexnet_owt_tiny'"):
+        train.train_and_evaluate(config_for("single", 1, 1, 4, model="alexnet_owt_tiny"),
+                                 workdir)
+
+
+def _nan_at(bad_index):
+  """Wraps input_pipeline.train_batch to put a NaN into the images of batch `bad_index`."""
+  real = input_pipeline.train_batch
+
+  def train_batch(dataset, sharding, batch, seed, step):
+    images, labels = real(dataset, sharding, batch, seed, step)
+    if step == bad_index:
+      corrupted = np.array(images)
+      corrupted[0, 0, 0, 0] = np.nan
+      images = jax.device_put(corrupted, sharding)
+    return images, labels
+
+  return mock.patch.object(input_pipeline, "train_batch", train_batch)
+
+
+class NonFiniteTest(absltest.TestCase):
+
+  def test_nan_at_step_k_stops_there_and_keeps_the_last_good_checkpoint(self):
+    with tempfile.TemporaryDirectory() as workdir:
+      with _nan_at(4), self.assertRaisesRegex(  # batch 4 is step 5 (steps count from 1).
+          faults.NonFiniteStep, r"the training loss became nan at step 5; the last good "
+          r"checkpoint \(step 4\) is kept"):
+        train.train_and_evaluate(config_for("data", 2, 1, 8), workdir)
+      self.assertEqual(sorted(map(int, os.listdir(os.path.join(workdir, "checkpoints")))),
+                       [2, 4])
+      self.assertTrue(all(np.isfinite(x).all() for x in
+                          jax.tree.leaves(saved_state(workdir, 4)["params"])))
+
+  def test_skipping_leaves_the_parameters_of_a_nan_step_unchanged(self):
+    with tempfile.TemporaryDirectory() as workdir:
+      with _nan_at(4):
+        train.train_and_evaluate(config_for("data", 2, 1, 6, checkpoint_every_steps=1,
+                                            skip_nonfinite_steps=True), workdir)
+      before, after, later = (saved_state(workdir, s) for s in (4, 5, 6))
+    self.assertEqual(int(after["step"]), 5)  # the step still counts: batch 5 comes next.
+    jax.tree.map(np.testing.assert_array_equal, after["params"], before["params"])
+    jax.tree.map(np.testing.assert_array_equal, after["opt_state"], before["opt_state"])
+    self.assertFalse(all(np.array_equal(a, b) for a, b in
+                         zip(jax.tree.leaves(later["params"]), jax.tree.leaves(after["params"]))))
+
+
+class CorruptCheckpointTest(absltest.TestCase):
+  META = {"model": "m", "dataset": "d", "seed": 0, "global_batch_size": 8, "optimizer": "sgd",
+          "state_kind": "synchronous"}
+
+  def _write(self, directory, steps):
+    checkpointer = checkpointing.Checkpointer(directory, 1, 5, self.META)
+    for step in steps:
+      checkpointer.save(step, {"w": jnp.full((64, 64), float(step))})
+    checkpointer.close()
+    target = {"w": jax.ShapeDtypeStruct((64, 64), jnp.float32)}
+    return checkpointing.Checkpointer(directory, 1, 5, self.META), target
+
+  def _truncate(self, directory, step):
+    for root, _, files in os.walk(os.path.join(directory, str(step), "state")):
+      for name in files:
+        path = os.path.join(root, name)
+        os.truncate(path, os.path.getsize(path) // 2)
+
+  def test_truncated_latest_falls_back_to_the_previous_one(self):
+    with tempfile.TemporaryDirectory() as directory:
+      checkpointer, target = self._write(directory, (1, 2))
+      self._truncate(directory, 2)
+      with self.assertLogs(level="WARNING") as logs:
+        restored = checkpointer.restore_latest(target)
+      self.assertEqual(restored.step, 1)
+      np.testing.assert_array_equal(restored.state["w"], 1.0)
+      self.assertIn("checkpoint at step 2 is unreadable", "\n".join(logs.output))
+
+  def test_no_readable_checkpoint_is_one_clear_error(self):
+    with tempfile.TemporaryDirectory() as directory:
+      checkpointer, target = self._write(directory, (1, 2))
+      self._truncate(directory, 1)
+      self._truncate(directory, 2)
+      with self.assertRaisesRegex(UserError, "no checkpoint in .* can be read \\(steps 2, 1\\)"):
+        checkpointer.restore_latest(target)
+
+
+if __name__ == "__main__":
+  absltest.main()
