@@ -50,21 +50,17 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
   devices, note = mesh_lib.pick_devices(plan.data * plan.model)
   if note:
     logging.warning(note)
-  mesh = mesh_lib.make_mesh(plan.data, plan.model, devices)
+  mesh = schemes.make_mesh(config, plan, devices)
   dataset = input_pipeline.load(config)
-  model = models.build(config.model, dataset.num_classes, plan.layout, config.image_size,
-                       config.dropout_rate, config.sync_batch_norm)
 
   global_batch = config.global_batch_size
   steps_per_epoch = input_pipeline.steps_per_epoch(dataset, global_batch)
   total_steps = _total_steps(config, steps_per_epoch)
   schedule = optim.learning_rate_schedule(config, global_batch, steps_per_epoch, total_steps)
-  tx = optim.make_optimizer(config, schedule,
-                            partitioning.sharded_axes(plan, model.arch.fc_names()[-1]))
-  image_shape = models.input_shape(config.model, config.image_size, dataset.channels)
-  scheme = schemes.build(config, model, plan, mesh, tx, image_shape, abstract=True)
+  model, _, scheme = schemes.setup(config, plan, mesh, dataset.num_classes, dataset.channels,
+                                   schedule, abstract=True)
   train_step = scheme.train_step
-  eval_step = step.make_eval_step(model, plan, mesh, scheme.eval_specs)
+  eval_step = step.make_eval_step(model, plan, mesh, scheme.eval_specs, config.eval_crops)
   batch_sharding = NamedSharding(mesh, plan.batch_spec)
   logging.info("%s: %s on a %d×%d mesh of %s devices, global batch %d, %d steps (%d per epoch), "
                "%s parameters", config.model, config.parallelism, plan.data, plan.model,
@@ -77,11 +73,15 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
   restored = checkpointer.restore_latest(scheme.state)
   if restored:
     state, first_step = restored.state, restored.step
-    logging.info("resumed from the checkpoint at step %d (written by %s on a %s mesh); the next "
-                 "batch is number %d.", first_step, restored.meta.get("parallelism"),
-                 restored.meta.get("mesh"), restored.meta["data_position"])
+    logging.info("resumed from the checkpoint at step %d (written by %s on a %s mesh); the data "
+                 "continue from position %s.", first_step, restored.meta.get("parallelism"),
+                 restored.meta.get("mesh"), restored.meta.get("data_position"))
   else:
     state, first_step = scheme.init(), 0
+  batches = input_pipeline.train_iterator(
+      dataset, batch_sharding, global_batch, config.seed, input_pipeline.start_position(
+          dataset, first_step, global_batch, restored.meta.get("data_position") if restored
+          else None))
 
   is_logger = jax.process_index() == 0
   writer = metric_writers.MetricWriter(workdir) if is_logger else None
@@ -94,8 +94,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
   try:
     with jax.set_mesh(mesh), faults.Preemption() as preemption:
       for s in range(first_step, total_steps):
-        images, labels = input_pipeline.train_batch(dataset, batch_sharding, global_batch,
-                                                    config.seed, s)
+        images, labels, data_position = next(batches)
         state, metrics = train_step(state, images, labels)
         done = s + 1
         if previous:
@@ -111,7 +110,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
         if saving or logging_row:
           _check(done, metrics, config, last_checkpoint)  # never save or log a non-finite step.
         if saving:
-          checkpointer.save(done, state)
+          checkpointer.save(done, state, input_pipeline.global_position(data_position))
           last_checkpoint = done
         if logging_row:
           _log_row(window, schedule, global_batch, time.perf_counter() - window_start, writer,
@@ -162,7 +161,8 @@ def _log_row(window, schedule, global_batch, seconds, writer, progress) -> None:
 
 def _run_description(config, plan) -> dict:
   """What a checkpoint records about the run that wrote it (see checkpointing.py)."""
-  return {"model": config.model, "dataset": config.dataset, "seed": config.seed,
+  return {"model": config.model, "dataset": config.dataset, "image_size": config.image_size,
+          "input_shards": config.input_shards, "seed": config.seed,
           "global_batch_size": config.global_batch_size, "optimizer": config.optimizer,
           "state_kind": "replicas" if plan.scheme in partitioning.LOCAL_SGD else "synchronous",
           "parallelism": plan.scheme, "mesh": f"{plan.data}x{plan.model}"}

@@ -34,20 +34,16 @@ def measure(config, paper_sizes: bool, num_classes: int) -> dict:
   import jax.numpy as jnp
   from jax.sharding import NamedSharding
   from hybrid_parallel import costmodel, hlo_stats, models, optim, partitioning, schemes
-  from hybrid_parallel import mesh as mesh_lib
 
   image_size, classes = (224, 1000) if paper_sizes else (config.image_size, num_classes)
+  config = config.copy_and_resolve_references()
+  config.image_size = image_size
   plan = partitioning.plan(config.parallelism, config.mesh.data, config.mesh.model)
   partitioning.check_batch(plan, config.global_batch_size)
-  mesh = mesh_lib.make_mesh(plan.data, plan.model)
-  model = models.build(config.model, classes, plan.layout, image_size, config.dropout_rate,
-                       config.sync_batch_norm)
-  tx = optim.make_optimizer(config, optim.learning_rate_schedule(config, config.global_batch_size,
-                                                                 100, 1000),
-                            partitioning.sharded_axes(plan, model.arch.fc_names()[-1]))
+  mesh = schemes.make_mesh(config, plan)
+  schedule = optim.learning_rate_schedule(config, config.global_batch_size, 100, 1000)
+  _, _, scheme = schemes.setup(config, plan, mesh, classes, 3, schedule, abstract=True)
   batch = config.global_batch_size
-  scheme = schemes.build(config, model, plan, mesh, tx, (1, image_size, image_size, 3),
-                         abstract=True)
   sharding = NamedSharding(mesh, plan.batch_spec)
   images = jax.ShapeDtypeStruct((batch, image_size, image_size, 3), jnp.float32,
                                 sharding=sharding)

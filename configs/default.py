@@ -21,6 +21,10 @@ def get_config() -> ml_collections.ConfigDict:
   # over the whole batch of the layer (True).
   config.sync_batch_norm = False
 
+  # How the synchronous step is partitioned: explicit (jax.shard_map; every collective written
+  # out) or gspmd (the same PartitionSpecs given to jax.jit, XLA inserting the collectives;
+  # hybrid_parallel/gspmd.py).
+  config.backend = "explicit"
   # Parallelism: single, data, model, hybrid or owt (see hybrid_parallel/partitioning.py).
   config.parallelism = "single"
   # The device mesh: batch split `data` ways, filters / neurons split `model` ways.
@@ -42,8 +46,24 @@ def get_config() -> ml_collections.ConfigDict:
   config.asgd_stagger = True
   config.warm_start_steps = 0
 
-  # Data: digits, synthetic or npz:PATH (see input_pipeline.py).
+  # Data (see input_pipeline/): digits, synthetic or npz:PATH held in memory, or a TensorFlow
+  # Datasets name — imagenet2012, imagenette/320px-v2, cifar10, cifar100, mnist, fashion_mnist —
+  # read from data_dir ("" = tfds's default, ~/tensorflow_datasets), downloaded there first when
+  # tfds_download and the machine is online (imagenet2012 needs its archives put there by hand).
   config.dataset = "digits"
+  config.data_dir = ""
+  config.tfds_download = True
+  # tfds datasets only. Each split is read in input_shards even shards, one slice of every batch
+  # each; processes read disjoint shards, so the number of processes must divide input_shards
+  # and input_shards the batch sizes. The batches are the same for any such process count.
+  config.input_shards = 8
+  # imagenet2012 only (the others are cached and shuffled whole): records in each shard's
+  # shuffle buffer (encoded JPEGs, ~110 kB each).
+  config.shuffle_buffer = 2048
+  # ImageNet-style augmentation: the σ of Krizhevsky's PCA colour noise (0 turns it off), and
+  # evaluation on the centre crop (1) or on ten crops with their softmaxes averaged (10).
+  config.pca_lighting_std = 0.1
+  config.eval_crops = 1
   # Images per step over all devices (Yadan et al. use 256 in every configuration).
   config.global_batch_size = 128
   # Gradient accumulation: each step runs this many passes over slices of the batch and applies

@@ -3,10 +3,11 @@
 A checkpoint is one orbax step directory holding two items:
   state  the whole training state (parameters, optimiser state, step, root RNG key data, batch
          statistics) as arrays, written collectively by every process;
-  meta   JSON: what wrote it (model, scheme, mesh, dataset, seed, batch) and the data position —
-         the index of the next training batch. Batches are a pure function of (seed, step)
-         (input_pipeline.train_indices), so the position is the step: a run resumed at step s
-         reads batch s next, as the uninterrupted run did.
+  meta   JSON: what wrote it (model, scheme, mesh, dataset, image size, input shards, seed,
+         batch) and the data position — where the input pipeline continues: the step number for
+         the in-memory datasets, every input shard's stream position for the tfds ones
+         (input_pipeline). A run resumed at step s reads the batch of step s + 1 next, as the
+         uninterrupted run did.
 
 Restoring takes an *abstract* state (shapes, dtypes and the new run's shardings), so a checkpoint
 written under one mesh and scheme is resharded onto another as it is read: `hybrid4` → `data4` →
@@ -18,7 +19,6 @@ one before it; if none can be read, one UserError says so.
 """
 
 import dataclasses
-import logging as std_logging
 import os
 
 import jax
@@ -26,10 +26,12 @@ import numpy as np
 import orbax.checkpoint as ocp
 from absl import logging
 
+from hybrid_parallel import metric_writers
 from hybrid_parallel.errors import UserError
 
 # Fields of the meta item that must agree for a checkpoint to continue the same run.
-_SAME_RUN = ("model", "dataset", "seed", "global_batch_size", "optimizer", "state_kind")
+_SAME_RUN = ("model", "dataset", "image_size", "input_shards", "seed", "global_batch_size",
+             "optimizer", "state_kind")
 
 
 @dataclasses.dataclass
@@ -52,9 +54,7 @@ class Checkpointer:
   def __init__(self, directory: str, every_steps: int, keep: int, meta: dict):
     if keep < 1:
       raise UserError(f"checkpoint keep must be at least 1, got {keep}.")
-    for handler in (*std_logging.root.handlers, logging.get_absl_handler().python_handler):
-      if _quiet_orbax not in handler.filters:
-        handler.addFilter(_quiet_orbax)
+    metric_writers.quiet_info_from("orbax")
     self.every_steps = every_steps
     self.meta = dict(meta)
     options = ocp.CheckpointManagerOptions(max_to_keep=keep, create=True,
@@ -66,13 +66,18 @@ class Checkpointer:
   def due(self, step: int) -> bool:
     return self.every_steps > 0 and step % self.every_steps == 0
 
-  def save(self, step: int, state) -> None:
-    """Starts an asynchronous save of `state` after `step` steps (returns before it is on disk)."""
+  def save(self, step: int, state, data_position=None) -> None:
+    """Starts an asynchronous save of `state` after `step` steps (returns before it is on disk).
+
+    `data_position` is the input pipeline's position after the step (JSON: an int or a list);
+    the step itself when not given.
+    """
     if step in self.manager.all_steps():
       return
+    position = step if data_position is None else data_position
     self.manager.save(step, args=ocp.args.Composite(
         state=ocp.args.StandardSave(state),
-        meta=ocp.args.JsonSave(dict(self.meta, step=step, data_position=step))))
+        meta=ocp.args.JsonSave(dict(self.meta, step=step, data_position=position))))
 
   def wait(self) -> None:
     """Blocks until every started save is committed to disk."""
@@ -117,11 +122,6 @@ class Checkpointer:
         raise UserError(f"the checkpoint at step {step} in {self.manager.directory} was written "
                         f"with {key} {meta[key]!r}, but this run has {self.meta.get(key)!r}; use "
                         f"another workdir to start a new run.")
-
-
-def _quiet_orbax(record) -> bool:
-  """Drops orbax's per-save INFO lines (a dozen per checkpoint); its warnings still show."""
-  return record.levelno >= std_logging.WARNING or "orbax" not in record.pathname
 
 
 

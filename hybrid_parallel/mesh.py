@@ -13,16 +13,19 @@ MODEL = "model"
 AXES = (DATA, MODEL)
 
 
-def make_mesh(data: int, model: int, devices: Sequence[jax.Device] | None = None) -> Mesh:
+def make_mesh(data: int, model: int, devices: Sequence[jax.Device] | None = None,
+              auto_axes: bool = False) -> Mesh:
   """Builds the `data × model` mesh over the first `data * model` of `devices`.
 
   Args:
     data: size of the "data" axis (how many ways the batch is split).
     model: size of the "model" axis (how many ways filters / neurons are split).
     devices: the devices to use; defaults to `jax.devices()`.
+    auto_axes: Auto axis types, for the GSPMD backend (XLA propagates the shardings), instead
+      of Explicit (JAX's default; the shard_map schemes state every sharding themselves).
 
   Returns:
-    A mesh with Explicit axis types (JAX's default), axes ("data", "model").
+    A mesh with axes ("data", "model").
 
   Raises:
     UserError: if a size is not a positive integer or there are too few devices.
@@ -37,8 +40,8 @@ def make_mesh(data: int, model: int, devices: Sequence[jax.Device] | None = None
     raise UserError(
         f"the mesh {data}×{model} needs {needed} devices but only {len(devices)} {kind} "
         f"device(s) are available; shrink mesh.data / mesh.model or run on more devices.")
-  return jax.make_mesh((data, model), AXES, axis_types=(AxisType.Explicit,) * 2,
-                       devices=devices[:needed])
+  axis_type = AxisType.Auto if auto_axes else AxisType.Explicit
+  return jax.make_mesh((data, model), AXES, axis_types=(axis_type,) * 2, devices=devices[:needed])
 
 
 def pick_devices(needed: int) -> tuple[list[jax.Device], str | None]:

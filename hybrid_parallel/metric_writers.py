@@ -1,11 +1,26 @@
 """Where training metrics go: `<workdir>/metrics.jsonl`, TensorBoard event files, the console."""
 
 import json
+import logging as std_logging
 import os
 import time
 
 from absl import logging
 from tensorboardX import SummaryWriter
+
+
+def quiet_info_from(library: str) -> None:
+  """Drops the INFO lines logged from files under `library` (orbax: a dozen per checkpoint;
+  tfds: several per split read); its warnings and errors still show."""
+
+  def keep(record) -> bool:
+    # std logging's levels (absl's constants differ: its WARNING is 1).
+    return record.levelno >= std_logging.WARNING or f"{os.sep}{library}" not in record.pathname
+
+  keep.library = library
+  for handler in (*std_logging.root.handlers, logging.get_absl_handler().python_handler):
+    if not any(getattr(f, "library", None) == library for f in handler.filters):
+      handler.addFilter(keep)
 
 
 class MetricWriter:

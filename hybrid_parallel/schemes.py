@@ -11,8 +11,15 @@ from collections.abc import Callable
 import jax
 from jax.sharding import PartitionSpec as P
 
-from hybrid_parallel import asgd, averaging, local_sgd, models, partitioning, step, train_state
+from hybrid_parallel import asgd, averaging, gspmd, local_sgd, models, optim, partitioning, step
+from hybrid_parallel import train_state
+from hybrid_parallel import mesh as mesh_lib
 from hybrid_parallel.errors import UserError
+
+
+# How the step is partitioned: explicit (shard_map, the collectives written out; the default) or
+# gspmd (the same shardings handed to jax.jit; hybrid_parallel/gspmd.py).
+BACKENDS = ("explicit", "gspmd")
 
 
 @dataclasses.dataclass
@@ -34,15 +41,44 @@ class Scheme:
   eval_specs: dict
 
 
+def setup(config, plan: partitioning.Plan, mesh, num_classes: int, channels: int, schedule,
+          abstract: bool = False) -> tuple[models.AlexNet, object, Scheme]:
+  """The model, optimiser and scheme of `config` under `plan`: what the training loop, the
+  benchmarks and the tests all build (`abstract`: the state as shapes, to restore or compile)."""
+  model = models.build(config.model, num_classes, plan.layout, config.image_size,
+                       config.dropout_rate, config.sync_batch_norm)
+  # LARS sums a split layer's norms over its shards' axes; the GSPMD step sees whole arrays.
+  norm_plan = plan if config.backend != "gspmd" else partitioning.plan("single", 1, 1)
+  tx = optim.make_optimizer(config, schedule,
+                            partitioning.sharded_axes(norm_plan, model.arch.fc_names()[-1]))
+  image_shape = models.input_shape(config.model, config.image_size, channels)
+  return model, tx, build(config, model, plan, mesh, tx, image_shape, abstract)
+
+
+def make_mesh(config, plan: partitioning.Plan, devices=None):
+  """The mesh of `plan`, with the axis types `config.backend` needs."""
+  return mesh_lib.make_mesh(plan.data, plan.model, devices, auto_axes=config.backend == "gspmd")
+
+
 def build(config, model: models.AlexNet, plan: partitioning.Plan, mesh, tx, image_shape,
           abstract: bool = False) -> Scheme:
   """The state and steps of `config.parallelism` under `plan` (`abstract`: state as shapes)."""
+  if config.backend not in BACKENDS:
+    raise UserError(f"unknown backend {config.backend!r}; choose one of {', '.join(BACKENDS)}.")
+  if config.backend == "gspmd" and plan.scheme not in partitioning.SYNCHRONOUS:
+    raise UserError(f"backend 'gspmd' partitions the synchronous schemes; {plan.scheme!r} "
+                    f"needs the explicit backend.")
   if plan.scheme in partitioning.SYNCHRONOUS:
     create = functools.partial(train_state.create, model, tx, plan, mesh, image_shape,
                                config.seed)
     state, specs = create(abstract)
-    train_step = step.make_train_step(model, plan, mesh, tx, specs, config.grad_reduce,
-                                      config.microbatches, config.skip_nonfinite_steps)
+    if config.backend == "gspmd":
+      gspmd.check_supported(config, model.arch)
+      train_step = gspmd.make_train_step(model, plan, mesh, tx, specs,
+                                         config.skip_nonfinite_steps)
+    else:
+      train_step = step.make_train_step(model, plan, mesh, tx, specs, config.grad_reduce,
+                                        config.microbatches, config.skip_nonfinite_steps)
     return Scheme(state, lambda: create()[0], train_step, _variables, _variables(specs))
   if model.arch.batch_norm:
     synchronous = ", ".join(partitioning.SYNCHRONOUS)

@@ -155,22 +155,33 @@ def make_train_step(model: models.AlexNet, plan: partitioning.Plan, mesh, tx,
   return jax.jit(train_step, donate_argnums=0)
 
 
-def make_eval_step(model: models.AlexNet, plan: partitioning.Plan, mesh, variable_specs):
+def make_eval_step(model: models.AlexNet, plan: partitioning.Plan, mesh, variable_specs,
+                   crops: int = 1):
   """Returns `eval_step(variables, images, labels, weights) -> sums`, jitted.
 
   `variables` are the model's collections ({"params": ..., and "batch_stats" with batch norm}),
-  placed with `variable_specs`.
+  placed with `variable_specs`. With `crops` > 1 the images are B×crops×H×W×C and an example's
+  prediction is the mean of its crops' softmaxes (Krizhevsky et al.'s ten-crop evaluation); the
+  loss is then −log of that mean at the label.
 
   `weights` is 1 for real examples and 0 for the padding of a last, partial batch. The sums
   (`eval_loss`, `eval_top1`, `eval_top5`, `count`) are over the whole global batch.
   """
 
-  def per_device_eval(variables, images_BHWC, labels_B, weights_B):
+  def log_probs(variables, images_BHWC):
     logits_BC = model.apply(variables, images_BHWC,
                             example_ids_B=example_ids(plan, images_BHWC.shape[0]))
+    return jax.nn.log_softmax(logits_BC)
+
+  def per_device_eval(variables, images, labels_B, weights_B):
+    if crops == 1:
+      log_probs_BC = log_probs(variables, images)
+    else:  # one pass per crop, each with the layout's usual batch: crops never straddle devices.
+      log_probs_KBC = jax.lax.map(lambda x: log_probs(variables, x), jnp.swapaxes(images, 0, 1))
+      log_probs_BC = jax.nn.logsumexp(log_probs_KBC, axis=0) - jnp.log(crops)
     labels_B, weights_B = _to_fc_batch(plan, labels_B), _to_fc_batch(plan, weights_B)
-    losses_B = optax.softmax_cross_entropy_with_integer_labels(logits_BC, labels_B)
-    top5_BK = jax.lax.top_k(logits_BC, min(5, logits_BC.shape[-1]))[1]
+    losses_B = -jnp.take_along_axis(log_probs_BC, labels_B[:, None], axis=-1)[:, 0]
+    top5_BK = jax.lax.top_k(log_probs_BC, min(5, log_probs_BC.shape[-1]))[1]
     sums = {"eval_loss": jnp.sum(losses_B * weights_B),
             "eval_top1": jnp.sum((top5_BK[:, 0] == labels_B) * weights_B),
             "eval_top5": jnp.sum(jnp.any(top5_BK == labels_B[:, None], -1) * weights_B),

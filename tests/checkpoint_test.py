@@ -58,18 +58,17 @@ class ResumeTest(absltest.TestCase):
 
 
 def _nan_at(bad_index):
-  """Wraps input_pipeline.train_batch to put a NaN into the images of batch `bad_index`."""
-  real = input_pipeline.train_batch
+  """Wraps the in-memory source's batches to put a NaN into the images of batch `bad_index`."""
+  real = input_pipeline.Dataset.train_batches
 
-  def train_batch(dataset, sharding, batch, seed, step):
-    images, labels = real(dataset, sharding, batch, seed, step)
-    if step == bad_index:
-      corrupted = np.array(images)
-      corrupted[0, 0, 0, 0] = np.nan
-      images = jax.device_put(corrupted, sharding)
-    return images, labels
+  def train_batches(dataset, global_batch, seed, position, shard):
+    for images, labels, next_position in real(dataset, global_batch, seed, position, shard):
+      if next_position - 1 == bad_index:
+        images = images.copy()
+        images[0, 0, 0, 0] = np.nan
+      yield images, labels, next_position
 
-  return mock.patch.object(input_pipeline, "train_batch", train_batch)
+  return mock.patch.object(input_pipeline.Dataset, "train_batches", train_batches)
 
 
 class NonFiniteTest(absltest.TestCase):

@@ -51,6 +51,11 @@ def wait_for(predicate, timeout_s=240):
     time.sleep(0.05)
 
 
+def data_position(workdir, step):
+  with open(os.path.join(workdir, "checkpoints", str(step), "meta", "metadata")) as f:
+    return json.load(f)["data_position"]
+
+
 def saved_state(workdir, step):
   return checkpointing.read_numpy(os.path.join(workdir, "checkpoints"), step)
 
@@ -132,6 +137,24 @@ class MultiProcessTest(absltest.TestCase):
         np.testing.assert_allclose(list(losses(two).values()), list(losses(one).values()),
                                    rtol=1e-5)
         self.assertEqual(checkpoints(two), [2, 4])  # written collectively, readable by one.
+
+  def test_two_processes_read_their_own_tfds_shards_and_train_like_one(self):
+    from tests import tfds_testing  # TensorFlow loads only for this test.
+    args = ["--config.num_train_steps=4", "--config.log_every_steps=1", "--config.dataset=mnist",
+            f"--config.data_dir={tfds_testing.prepared_mnist_dir()}",
+            "--config.tfds_download=False", "--config.input_shards=4",
+            "--config.global_batch_size=8", "--config.eval_batch_size=8",
+            "--config.checkpoint_every_steps=4"]
+    with tempfile.TemporaryDirectory() as one, tempfile.TemporaryDirectory() as two:
+      run(one, *args)
+      processes = self._two_processes(two, *args)
+      for p in processes:
+        _, stderr = p.communicate(timeout=300)
+        self.assertEqual(p.returncode, 0, stderr[-3000:])
+      np.testing.assert_allclose(list(losses(two).values()), list(losses(one).values()),
+                                 rtol=1e-5)
+      self.assertEqual(sorted(losses(two)), [1, 2, 3, 4])
+      self.assertEqual(data_position(two, 4), [8, 8, 8, 8])  # 4 steps × 2 rows of each shard
 
   def test_a_dead_process_ends_the_other_with_a_message(self):
     with tempfile.TemporaryDirectory() as workdir:

@@ -78,8 +78,10 @@ class OrderTest(absltest.TestCase):
     d = digits()
     mesh = mesh_lib.make_mesh(2, 2)
     sharding = NamedSharding(mesh, P("data"))
-    images, labels = input_pipeline.train_batch(d, sharding, 8, seed=0, step=3)
+    # Resuming at step 3: the iterator's first batch is step 3's, and its position is then 4.
+    images, labels, position = next(input_pipeline.train_iterator(d, sharding, 8, 0, position=3))
     rows = input_pipeline.train_indices(d, 8, 0, 3)
+    self.assertEqual(position, 4)
     self.assertEqual(images.sharding, sharding)
     np.testing.assert_array_equal(jax.device_get(labels), d.y_train[rows])
     np.testing.assert_allclose(jax.device_get(images), d.normalise(d.x_train[rows]))

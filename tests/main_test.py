@@ -46,9 +46,12 @@ class BadInputTest(parameterized.TestCase):
        "the config has no such field: 'batchsize'"),
       ("malformed_npz", ["--config=configs/single.py", "--config.dataset=npz:{garbage}"],
        "is not a readable .npz file"),
+      ("unprepared_imagenet", ["--config=configs/single.py", "--config.dataset=imagenet2012",
+                               "--config.data_dir={tmp}/no_data"],
+       "imagenet2012 is not prepared in"),
   )
   def test_one_sentence_and_exit_1(self, args, message):
-    args = [a.format(garbage=self.garbage) for a in args]
+    args = [a.format(garbage=self.garbage, tmp=self.tmp) for a in args]
     result = run_main(*args, f"--workdir={self.tmp}/run")
     self.assertEqual(result.returncode, 1, result.stderr[-2000:])
     self.assertNotIn("Traceback", result.stderr)

@@ -7,7 +7,7 @@ import numpy as np  # noqa: E402
 from absl.testing import absltest, parameterized  # noqa: E402
 from jax.sharding import PartitionSpec as P  # noqa: E402
 
-from hybrid_parallel import models  # noqa: E402
+from hybrid_parallel import models, step  # noqa: E402
 
 GLOBAL_BATCH = 16  # divisible by every mesh below, including owt's 8-way conv batch.
 STEPS = 3
@@ -92,6 +92,27 @@ class EquivalenceTest(parameterized.TestCase):
     self.assertEqual(sums[0]["count"], 11)
     for key in sums[0]:
       np.testing.assert_allclose(sums[1][key], sums[0][key], rtol=1e-6)
+
+  @parameterized.named_parameters(("single", "single", 1, 1), ("owt_2x4", "owt", 2, 4))
+  def test_multi_crop_eval_averages_the_crops_softmaxes(self, scheme, data, model):
+    crops = 3
+    rng = np.random.RandomState(1)
+    images = rng.randn(GLOBAL_BATCH, crops, *BATCHES[0][0].shape[1:]).astype(np.float32)
+    labels, weights = BATCHES[0][1], np.ones(GLOBAL_BATCH, np.float32)
+    single = testing.build("alexnet_owt_tiny", "single", 1, 1, CONFIG, GLOBAL_BATCH)
+    variables = single["scheme"].eval_variables(single["state"])
+    probs = np.mean([jax.nn.softmax(single["model"].apply(
+        variables, images[:, k], example_ids_B=step.example_ids(single["plan"], GLOBAL_BATCH)))
+        for k in range(crops)], axis=0)
+    top1 = np.argmax(probs, -1) == labels
+    setup = testing.build("alexnet_owt_tiny", scheme, data, model, CONFIG, GLOBAL_BATCH)
+    eval_step = step.make_eval_step(setup["model"], setup["plan"], setup["mesh"],
+                                    setup["scheme"].eval_specs, crops=crops)
+    sums = jax.device_get(eval_step(setup["scheme"].eval_variables(setup["state"]),
+                                    *testing.put(setup, images, labels, weights)))
+    np.testing.assert_allclose(sums["eval_loss"],
+                               -np.log(probs[np.arange(GLOBAL_BATCH), labels]).sum(), rtol=1e-5)
+    self.assertEqual(sums["eval_top1"], top1.sum())
 
   def test_state_is_placed_with_the_plan_specs(self):
     setup = testing.build("alexnet_tiny", "hybrid", 2, 2, CONFIG, GLOBAL_BATCH)

@@ -12,8 +12,7 @@ import numpy as np  # noqa: E402
 from jax.sharding import NamedSharding  # noqa: E402
 
 from configs import default  # noqa: E402
-from hybrid_parallel import mesh as mesh_lib  # noqa: E402
-from hybrid_parallel import models, optim, partitioning, schemes, step  # noqa: E402
+from hybrid_parallel import optim, partitioning, schemes, step  # noqa: E402
 
 IMAGE_SIZE = 64  # The smallest input the AlexNet stem and pools leave a feature map for.
 
@@ -37,14 +36,11 @@ def random_batches(n: int, batch: int, channels: int = 3, classes: int = 10, see
 def build(model_name: str, scheme: str, data: int, model: int, config, batch: int):
   """Mesh, plan, model, optimiser, initial state and steps for one scheme (as train.py does)."""
   config = config.copy_and_resolve_references()
-  config.parallelism = scheme
+  config.model, config.parallelism = model_name, scheme
   plan = partitioning.plan(scheme, data, model)
-  mesh = mesh_lib.make_mesh(data, model)
-  net = models.build(model_name, 10, plan.layout, IMAGE_SIZE, config.dropout_rate,
-                     config.sync_batch_norm)
-  tx = optim.make_optimizer(config, optim.learning_rate_schedule(config, batch, 10, 100),
-                            partitioning.sharded_axes(plan, net.arch.fc_names()[-1]))
-  built = schemes.build(config, net, plan, mesh, tx, (1, IMAGE_SIZE, IMAGE_SIZE, 3))
+  mesh = schemes.make_mesh(config, plan)
+  net, tx, built = schemes.setup(config, plan, mesh, 10, 3,
+                                 optim.learning_rate_schedule(config, batch, 10, 100))
   return dict(plan=plan, mesh=mesh, model=net, tx=tx, state=built.state, scheme=built,
               sharding=NamedSharding(mesh, plan.batch_spec), train_step=built.train_step,
               eval_step=step.make_eval_step(net, plan, mesh, built.eval_specs))

@@ -1,4 +1,4 @@
-"""Datasets → host batches → global jax.Arrays on the mesh.
+"""In-memory datasets: small arrays held on every host.
 
 Datasets (`config.dataset`):
   digits      the 1,797 8×8 handwritten digits that ship with scikit-learn (no download), split
@@ -6,8 +6,9 @@ Datasets (`config.dataset`):
   synthetic   deterministic random images and labels (for throughput; nothing to learn).
   npz:PATH    a local .npz with uint8 NHWC `x_train`, `x_test` and integer `y_train`, `y_test`.
 
-Every dataset is held as uint8 NHWC at the model's input size (resized once, at load) and
-normalised per batch with the training set's per-channel mean and std.
+Every dataset is held as uint8 NHWC at the model's input size (resized once, at load), on every
+process, and normalised per batch with the training set's per-channel mean and std. There is no
+augmentation (the tfds datasets of tfds_source.py have it).
 
 Order: the global batch of step s is a pure function of (seed, s) — a fresh permutation of the
 training set per epoch, cut into `global_batch` slices (the remainder of an epoch is dropped).
@@ -16,11 +17,11 @@ So every scheme, mesh and restart sees the same batches at the same steps.
 
 import dataclasses
 import functools
+import itertools
 import os
 
 import jax
 import numpy as np
-from jax.sharding import NamedSharding
 
 from hybrid_parallel.errors import UserError
 
@@ -43,8 +44,32 @@ class Dataset:
   def channels(self) -> int:
     return self.x_train.shape[-1]
 
+  @property
+  def num_train(self) -> int:
+    return len(self.x_train)
+
   def normalise(self, x_uint8: np.ndarray) -> np.ndarray:
     return (x_uint8.astype(np.float32) - self.mean) / self.std
+
+  # The source interface of input_pipeline (see its __init__): positions are step numbers.
+
+  def position_at(self, step: int) -> int:
+    return step
+
+  def train_batches(self, global_batch: int, seed: int, position: int, shard: slice):
+    """Yields this process's rows (`shard` of each global batch) from step `position` on."""
+    for step in itertools.count(position):
+      rows = train_indices(self, global_batch, seed, step)[shard]
+      yield self.normalise(self.x_train[rows]), self.y_train[rows], step + 1
+
+  def eval_batches(self, batch: int, shard: slice):
+    """Yields (images, labels, weights); the last batch is padded with weight-0 repeats."""
+    n = len(self.x_test)
+    for start in range(0, n, batch):
+      idx = np.arange(start, start + batch)
+      weights = (idx < n).astype(np.float32)
+      idx = np.minimum(idx, n - 1)[shard]
+      yield self.normalise(self.x_test[idx]), self.y_test[idx], weights[shard]
 
 
 def _resize(x: np.ndarray, size: int) -> np.ndarray:
@@ -103,7 +128,11 @@ def _npz(path: str):
           arrays["y_test"].astype(np.int32))
 
 
-DATASETS = ("digits", "synthetic", "npz:PATH")
+NAMES = ("digits", "synthetic", "npz:PATH")
+
+
+def is_array_dataset(name: str) -> bool:
+  return name in ("digits", "synthetic") or name.startswith("npz:")
 
 
 def load(config) -> Dataset:
@@ -116,7 +145,7 @@ def load(config) -> Dataset:
   elif name.startswith("npz:"):
     x_train, y_train, x_test, y_test = _npz(name[len("npz:"):])
   else:
-    raise UserError(f"unknown dataset {name!r}; choose one of {', '.join(DATASETS)}.")
+    raise ValueError(f"not an in-memory dataset: {name!r}")
   x_train, x_test = _resize(x_train, config.image_size), _resize(x_test, config.image_size)
   num_classes = int(max(y_train.max(initial=0), y_test.max(initial=0))) + 1
   if name == "synthetic":
@@ -124,15 +153,6 @@ def load(config) -> Dataset:
   mean = x_train.mean(axis=(0, 1, 2)).astype(np.float32)
   std = np.maximum(x_train.std(axis=(0, 1, 2)), 1.0).astype(np.float32)
   return Dataset(name, x_train, y_train, x_test, y_test, num_classes, mean, std)
-
-
-def steps_per_epoch(dataset: Dataset, global_batch: int) -> int:
-  """Full global batches in one pass over the training set; at least one, or a UserError."""
-  steps = len(dataset.x_train) // global_batch
-  if steps < 1:
-    raise UserError(f"global_batch_size {global_batch} is larger than the {len(dataset.x_train)} "
-                    f"training examples of {dataset.name}.")
-  return steps
 
 
 @functools.lru_cache(maxsize=2)
@@ -145,39 +165,6 @@ def _epoch_order(num_examples: int, seed: int, epoch: int) -> np.ndarray:
 
 def train_indices(dataset: Dataset, global_batch: int, seed: int, step: int) -> np.ndarray:
   """Training-set indices of the global batch of `step` (0-based): a pure function of its args."""
-  epoch, position = divmod(step, steps_per_epoch(dataset, global_batch))
+  epoch, position = divmod(step, len(dataset.x_train) // global_batch)
   order = _epoch_order(len(dataset.x_train), seed, epoch)
   return order[position * global_batch:(position + 1) * global_batch]
-
-
-def _process_rows(global_batch: int) -> slice:
-  """This process's contiguous share of a global batch (all of it with one process)."""
-  per_process = global_batch // jax.process_count()
-  start = jax.process_index() * per_process
-  return slice(start, start + per_process)
-
-
-def to_global(sharding: NamedSharding, *host_arrays: np.ndarray, global_batch: int):
-  """Assembles this process's rows of each array into global arrays with `sharding`."""
-  return tuple(
-      jax.make_array_from_process_local_data(sharding, a, (global_batch,) + a.shape[1:])
-      for a in host_arrays)
-
-
-def train_batch(dataset: Dataset, sharding: NamedSharding, global_batch: int, seed: int,
-                step: int):
-  """(images, labels) of `step` as global arrays placed with `sharding`."""
-  rows = train_indices(dataset, global_batch, seed, step)[_process_rows(global_batch)]
-  return to_global(sharding, dataset.normalise(dataset.x_train[rows]), dataset.y_train[rows],
-                   global_batch=global_batch)
-
-
-def eval_batches(dataset: Dataset, sharding: NamedSharding, batch: int):
-  """Yields (images, labels, weights) over the test set; the last batch is zero-padded, weight 0."""
-  n = len(dataset.x_test)
-  for start in range(0, n, batch):
-    idx = np.arange(start, start + batch)
-    weights = (idx < n).astype(np.float32)
-    idx = np.minimum(idx, n - 1)[_process_rows(batch)]
-    yield to_global(sharding, dataset.normalise(dataset.x_test[idx]), dataset.y_test[idx],
-                    weights[_process_rows(batch)], global_batch=batch)

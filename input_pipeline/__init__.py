@@ -1,0 +1,114 @@
+"""Datasets → this process's host batches → global jax.Arrays on the mesh, one batch ahead.
+
+`config.dataset` names a source:
+  digits, synthetic, npz:PATH       small arrays held on every process (arrays.py)
+  imagenet2012, imagenette/320px-v2,
+  cifar10, cifar100, mnist,
+  fashion_mnist                     TensorFlow Datasets, augmented, sharded (tfds_source.py)
+
+A source yields, for this process's rows of every global batch, (images, labels, position): float32
+NHWC images, int32 labels and the *position* after the batch — what a checkpoint stores so that a
+restart continues with the next batch (for the array sources, the step number; for tfds, every
+input shard's stream position). The global batch of a step depends only on the seed and the
+position: not on the mesh, the scheme or (for tfds, with input_shards a multiple of it) the number
+of processes.
+
+`train_iterator` turns the host batches into global arrays with the batch sharding
+(`jax.make_array_from_process_local_data`) and keeps the next batch's transfer in flight while the
+current step runs.
+"""
+
+import collections
+import itertools
+
+import jax
+import numpy as np
+from jax.experimental import multihost_utils
+from jax.sharding import NamedSharding
+
+from hybrid_parallel.errors import UserError
+from input_pipeline import arrays
+from input_pipeline.arrays import Dataset, train_indices  # noqa: F401  (the in-memory source)
+
+TFDS_NAMES = ("imagenet2012", "imagenette/320px-v2", "cifar10", "cifar100", "mnist",
+              "fashion_mnist")
+
+
+def load(config):
+  """The source `config.dataset` names, at `config.image_size`; one clear UserError if it cannot
+  be had."""
+  name = config.dataset
+  if arrays.is_array_dataset(name):
+    return arrays.load(config)
+  if name in TFDS_NAMES:
+    from input_pipeline import tfds_source  # TensorFlow loads only for the datasets that need it.
+    return tfds_source.TfdsDataset(config)
+  raise UserError(f"unknown dataset {name!r}; choose one of "
+                  f"{', '.join(arrays.NAMES + TFDS_NAMES)}.")
+
+
+def steps_per_epoch(source, global_batch: int) -> int:
+  """Full global batches in one pass over the training set; at least one, or a UserError."""
+  steps = source.num_train // global_batch
+  if steps < 1:
+    raise UserError(f"global_batch_size {global_batch} is larger than the {source.num_train} "
+                    f"training examples of {source.name}.")
+  return steps
+
+
+def process_rows(global_batch: int) -> slice:
+  """This process's contiguous share of a global batch (all of it with one process)."""
+  per_process = global_batch // jax.process_count()
+  start = jax.process_index() * per_process
+  return slice(start, start + per_process)
+
+
+def to_global(sharding: NamedSharding, *host_arrays: np.ndarray, global_batch: int):
+  """Assembles this process's rows of each array into global arrays with `sharding`."""
+  return tuple(
+      jax.make_array_from_process_local_data(sharding, a, (global_batch,) + a.shape[1:])
+      for a in host_arrays)
+
+
+def start_position(source, step: int, global_batch: int, saved=None):
+  """The position to resume from at `step`: the checkpoint's (`saved`) if it has one."""
+  if saved is None or (isinstance(saved, int) and not isinstance(source, Dataset)):
+    # No checkpoint, or one that recorded only its step: equal to the step's position as long as
+    # no image was ever skipped.
+    return (step if isinstance(source, Dataset) else source.position_at(step, global_batch))
+  return saved
+
+
+def train_iterator(source, sharding: NamedSharding, global_batch: int, seed: int, position,
+                   prefetch: int = 2):
+  """Yields (images, labels, position) of consecutive steps as global arrays.
+
+  `prefetch` batches are on their way to the devices at any time: the one the current step uses
+  and the next (transfers, not computations: they add no step in flight).
+  """
+  host = source.train_batches(global_batch, seed, position, process_rows(global_batch))
+  on_device = ((*to_global(sharding, images, labels, global_batch=global_batch), next_position)
+               for images, labels, next_position in host)
+  queue = collections.deque(itertools.islice(on_device, prefetch))
+  while queue:
+    yield queue.popleft()
+    queue.extend(itertools.islice(on_device, 1))
+
+
+def eval_batches(source, sharding: NamedSharding, batch: int):
+  """Yields (images, labels, weights) over the evaluation split as global arrays; padding
+  images have weight 0."""
+  for host_batch in source.eval_batches(batch, process_rows(batch)):
+    yield to_global(sharding, *host_batch, global_batch=batch)
+
+
+def global_position(position):
+  """Every shard's position, gathered from the processes that own them (the checkpoint writer
+  knows only its own shards'). Positions that are a step number pass through."""
+  if isinstance(position, int) or jax.process_count() == 1:
+    return position
+  # Each process reports its own shards' entries and -1 elsewhere; the owner's entry is the max.
+  own = np.full(len(position), -1, np.int64)
+  owned = range(*process_rows(len(position)).indices(len(position)))
+  own[owned.start:owned.stop] = np.asarray(position)[owned.start:owned.stop]
+  return [int(p) for p in np.max(multihost_utils.process_allgather(own), axis=0)]
