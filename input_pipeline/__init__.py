@@ -71,11 +71,11 @@ def to_global(sharding: NamedSharding, *host_arrays: np.ndarray, global_batch: i
 
 
 def start_position(source, step: int, global_batch: int, saved=None):
-  """The position to resume from at `step`: the checkpoint's (`saved`) if it has one."""
-  if saved is None or (isinstance(saved, int) and not isinstance(source, Dataset)):
-    # No checkpoint, or one that recorded only its step: equal to the step's position as long as
-    # no image was ever skipped.
-    return (step if isinstance(source, Dataset) else source.position_at(step, global_batch))
+  """The position to resume from at `step`: the checkpoint's (`saved`) where it is one this source
+  reads (a tfds source given a checkpoint that recorded only its step derives its position from
+  the step, which is exact as long as no image was ever skipped)."""
+  if saved is None or isinstance(saved, int) != isinstance(source, Dataset):
+    return source.position_at(step, global_batch)
   return saved
 
 
