@@ -71,9 +71,7 @@ _NO_MORE_EPOCHS = 2**40  # the end of an "endless" stream of epochs
 def _prepared_builder(name: str, spec: Spec, data_dir: str | None, download: bool):
   """The tfds builder of `name`, downloaded and prepared if it may be; else one UserError."""
   builder = tfds.builder(name, data_dir=data_dir)
-  where = os.path.dirname(os.path.dirname(builder.data_dir))  # <data_dir>/<name>/<version>
-  if name == "imagenette/320px-v2":
-    where = os.path.dirname(where)
+  where = str(builder.data_dir_root)  # the data_dir given, or tfds's default
   if builder.is_prepared():
     return builder
   if spec.manual_download:
