@@ -47,12 +47,99 @@ def local_response_norm(x_BHWC: jax.Array, columns: int, size: int = 5, k: float
     size, k, alpha, beta: the paper's constants (n=5, k=2, α=1e-4, β=0.75).
   """
   b, h, w, c = x_BHWC.shape
-  x_BHWGC = x_BHWC.reshape(b, h, w, columns, c // columns)
+  x_BHWGC = x_BHWC.reshape(b, h, w, columns, c // columns).astype(jnp.float32)
   sq = jnp.square(x_BHWGC)
   half = size // 2
   padded = jnp.pad(sq, [(0, 0)] * 4 + [(half, size - 1 - half)])
   window_sum = sum(padded[..., i:i + c // columns] for i in range(size))
-  return (x_BHWGC / (k + alpha * window_sum) ** beta).reshape(b, h, w, c)
+  return (x_BHWGC / (k + alpha * window_sum) ** beta).reshape(b, h, w, c).astype(x_BHWC.dtype)
+
+
+def _pool_windows(x_BHWC: jax.Array, out_h: int, out_w: int) -> list[jax.Array]:
+  """The nine strided views x[2i + a, 2j + b] (a, b < 3) of 3×3, stride-2 windows."""
+  return [x_BHWC[:, a:a + 2 * out_h - 1:2, b:b + 2 * out_w - 1:2, :]
+          for a in range(3) for b in range(3)]
+
+
+def _pool_with_argmax(x_BHWC: jax.Array) -> tuple[jax.Array, jax.Array]:
+  """The windows' maxima and, for each, which of its nine entries (3a + b) is the first maximum."""
+  _, h, w, _ = x_BHWC.shape
+  windows = _pool_windows(x_BHWC, (h - 3) // 2 + 1, (w - 3) // 2 + 1)
+  best, index = windows[0], jnp.zeros(windows[0].shape, jnp.int8)
+  for i, v in enumerate(windows[1:], start=1):
+    better = v > best
+    best, index = jnp.where(better, v, best), jnp.where(better, jnp.int8(i), index)
+  return best, index
+
+
+@jax.custom_vjp
+def overlapping_max_pool(x_BHWC: jax.Array) -> jax.Array:
+  """Krizhevsky et al.'s overlapping max-pooling: 3×3 windows, stride 2, no padding.
+
+  The same values and gradient as `nn.max_pool(x, (3, 3), strides=(2, 2))` (each window's
+  gradient goes to its first maximum in row-major order), with the gradient written for the CPU:
+  XLA:CPU turns reduce_window's gradient into an arg-max reduce-window and a scatter that run on
+  one core, ~10× slower than the elementwise form here and a fifth of a whole AlexNet step at
+  224² (docs/benchmarks.md). The forward pass records each window's arg-max as an int8, so the
+  backward pass needs neither the input nor any comparison of recomputed floats.
+  """
+  return _pool_with_argmax(x_BHWC)[0]
+
+
+def _max_pool_forward(x_BHWC):
+  y, argmax = _pool_with_argmax(x_BHWC)
+  return y, (argmax, x_BHWC.shape)
+
+
+def _max_pool_backward(residuals, g_BhwC):
+  """Input gradient, one parity class of input rows × columns at a time.
+
+  An even input row 2k is row 0 of window k and row 2 of window k-1; an odd row 2k+1 is row 1 of
+  window k; likewise for columns. So each of the four (row, column) parity classes of the input
+  takes its gradient from at most 2×2 shifted copies of the output gradient, each where that
+  window's arg-max is the entry in question — elementwise work that XLA fuses — and the four
+  classes are interleaved back.
+  """
+  argmax, (_, h, w, _) = residuals
+  out_h, out_w = g_BhwC.shape[1:3]
+  border = ((0, 0), (1, 1), (1, 1), (0, 0))  # windows -1 and out_h / out_w: never chosen.
+  argmax_padded = jnp.pad(argmax, border, constant_values=-1)
+  g_padded = jnp.pad(g_BhwC, border)
+
+  def covering(parity):
+    # (start in the padded output, row or column inside that window) of the windows covering an
+    # input line of this parity: window k-1 (padded k) at 2 and window k (padded k+1) at 0 for an
+    # even line; window k at 1 for an odd one.
+    return ((0, 2), (1, 0)) if parity == 0 else ((1, 1),)
+
+  classes = {}
+  for row_parity in (0, 1):
+    for col_parity in (0, 1):
+      rows, cols = (h - row_parity + 1) // 2, (w - col_parity + 1) // 2  # lines of this class
+      used_rows, used_cols = min(rows, out_h + 1), min(cols, out_w + 1)  # lines in a window
+      grad = jnp.zeros((g_BhwC.shape[0], used_rows, used_cols, g_BhwC.shape[3]), g_BhwC.dtype)
+      for row_start, a in covering(row_parity):
+        for col_start, b in covering(col_parity):
+          window = (slice(None), slice(row_start, row_start + used_rows),
+                    slice(col_start, col_start + used_cols))
+          grad = grad + jnp.where(argmax_padded[window] == 3 * a + b, g_padded[window], 0)
+      classes[row_parity, col_parity] = jnp.pad(
+          grad, ((0, 0), (0, rows - used_rows), (0, cols - used_cols), (0, 0)))
+
+  def interleave(even, odd, axis, size):
+    odd = jnp.pad(odd, [(0, even.shape[axis] - odd.shape[axis]) if a == axis else (0, 0)
+                        for a in range(4)])
+    both = jnp.stack([even, odd], axis=axis + 1)
+    shape = list(even.shape)
+    shape[axis] *= 2
+    return jax.lax.slice_in_dim(both.reshape(shape), 0, size, axis=axis)
+
+  even_rows = interleave(classes[0, 0], classes[0, 1], 2, w)
+  odd_rows = interleave(classes[1, 0], classes[1, 1], 2, w)
+  return (interleave(even_rows, odd_rows, 1, h),)
+
+
+overlapping_max_pool.defvjp(_max_pool_forward, _max_pool_backward)
 
 
 class ShardedConv(nn.Module):
@@ -72,12 +159,14 @@ class ShardedConv(nn.Module):
   shards: int = 1
   groups: int = 1
   use_bias: bool = True
+  dtype: jnp.dtype = jnp.float32  # compute dtype; the parameters are float32.
 
   @nn.compact
   def __call__(self, x_BHWC: jax.Array) -> jax.Array:
     return nn.Conv(self.features // self.shards, (self.kernel, self.kernel),
                    strides=(self.stride, self.stride), padding=[(self.padding, self.padding)] * 2,
-                   feature_group_count=self.groups, use_bias=self.use_bias, name="conv")(x_BHWC)
+                   feature_group_count=self.groups, use_bias=self.use_bias, dtype=self.dtype,
+                   name="conv")(x_BHWC)
 
 
 class BatchNorm(nn.Module):
@@ -107,6 +196,7 @@ class BatchNorm(nn.Module):
     bias = self.param("bias", nn.initializers.zeros_init(), (channels,))
     running_mean = self.variable("batch_stats", "mean", jnp.zeros, (channels,))
     running_var = self.variable("batch_stats", "var", jnp.ones, (channels,))
+    x_BHWC, compute_dtype = x_BHWC.astype(jnp.float32), x_BHWC.dtype  # statistics in float32.
     if train:
       moments = (jnp.mean(x_BHWC, (0, 1, 2)), jnp.mean(jnp.square(x_BHWC), (0, 1, 2)))
       if self.sync and self.batch_axes:
@@ -121,7 +211,8 @@ class BatchNorm(nn.Module):
         running_var.value = decay * running_var.value + (1 - decay) * worker_mean[1]
     else:
       mean, var = running_mean.value, running_var.value
-    return (x_BHWC - mean) * (jax.lax.rsqrt(var + self.epsilon) * scale) + bias
+    normalised = (x_BHWC - mean) * (jax.lax.rsqrt(var + self.epsilon) * scale) + bias
+    return normalised.astype(compute_dtype)
 
 
 class ColumnDense(nn.Module):
@@ -132,10 +223,11 @@ class ColumnDense(nn.Module):
   """
   features: int
   shards: int = 1
+  dtype: jnp.dtype = jnp.float32  # compute dtype; the parameters are float32.
 
   @nn.compact
   def __call__(self, x_BI: jax.Array) -> jax.Array:
-    return nn.Dense(self.features // self.shards, name="dense")(x_BI)
+    return nn.Dense(self.features // self.shards, dtype=self.dtype, name="dense")(x_BI)
 
 
 class RowDense(nn.Module):
@@ -153,7 +245,7 @@ class RowDense(nn.Module):
     kernel = self.param("kernel", nn.initializers.lecun_normal(),
                         (x_BI.shape[-1], self.features))  # local rows: I / shards
     bias = self.param("bias", nn.initializers.zeros_init(), (self.features,))
-    y_BO = x_BI @ kernel
+    y_BO = x_BI @ kernel.astype(x_BI.dtype)  # in the activations' (compute) dtype.
     if self.shards > 1:
       y_BO = jax.lax.psum(y_BO, MODEL)
     return y_BO + bias

@@ -20,6 +20,7 @@ import dataclasses
 import math
 
 import jax
+import jax.numpy as jnp
 from flax import linen as nn
 
 from hybrid_parallel import layers
@@ -139,12 +140,16 @@ class AlexNet(nn.Module):
     dropout_rate: dropout before each hidden FC layer (0.5 in the papers).
     sync_batch_norm: batch norm with the statistics of the whole batch (over
       `layout.conv_batch_axes`) instead of each worker's own (the default, as Goyal et al.).
+    dtype: the compute dtype of convolutions, matmuls and the activations between them (and so
+      of the activation collectives); parameters, gradients, normalisation statistics and logits
+      stay float32 (mixed precision).
   """
   arch: Architecture
   num_classes: int
   layout: Layout = Layout()
   dropout_rate: float = 0.5
   sync_batch_norm: bool = False
+  dtype: jnp.dtype = jnp.float32
 
   @nn.compact
   def __call__(self, x_BHWC: jax.Array, *, example_ids_B: jax.Array,
@@ -159,14 +164,14 @@ class AlexNet(nn.Module):
     """
     m_conv, m_fc = self.layout.conv_shards, self.layout.fc_shards
     local_columns = max(1, self.arch.columns // m_conv)
-    x = x_BHWC
+    x = x_BHWC.astype(self.dtype)
     for i, c in enumerate(self.arch.convs):
       if i > 0 and not c.within_column and m_conv > 1:
         # This layer sees every channel of the previous one: exchange activations (Yadan et al.).
         x = layers.gather_over_model(x, axis=-1)
       x = layers.ShardedConv(c.features, c.kernel, c.stride, c.padding, shards=m_conv,
                              groups=local_columns if c.within_column else 1,
-                             use_bias=not self.arch.batch_norm, name=c.name)(x)
+                             use_bias=not self.arch.batch_norm, dtype=self.dtype, name=c.name)(x)
       if self.arch.batch_norm:
         x = layers.BatchNorm(self.layout.conv_batch_axes, self.sync_batch_norm,
                              name=f"{c.name}_bn")(x, train=dropout_key is not None)
@@ -174,7 +179,7 @@ class AlexNet(nn.Module):
       if c.lrn:
         x = layers.local_response_norm(x, local_columns)
       if c.pool:
-        x = nn.max_pool(x, (3, 3), strides=(2, 2))
+        x = layers.overlapping_max_pool(x)
     if m_conv > 1:
       x = layers.gather_over_model(x, axis=-1)
     ids = example_ids_B
@@ -192,18 +197,26 @@ class AlexNet(nn.Module):
       if dropout_key is not None:
         x = layers.example_dropout(x, self.dropout_rate, jax.random.fold_in(dropout_key,
                                                                             layer_index), ids)
-      x = nn.relu(layers.ColumnDense(width, shards=m_fc, name=name)(x))
-    return layers.RowDense(self.num_classes, shards=m_fc, name=classifier_name)(x)
+      x = nn.relu(layers.ColumnDense(width, shards=m_fc, dtype=self.dtype, name=name)(x))
+    logits = layers.RowDense(self.num_classes, shards=m_fc, name=classifier_name)(x)
+    return logits.astype(jnp.float32)
+
+
+# config.dtype → the compute dtype (parameters and optimiser state are float32 in both).
+DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
 
 
 def build(name: str, num_classes: int, layout: Layout = Layout(), image_size: int | None = None,
-          dropout_rate: float = 0.5, sync_batch_norm: bool = False) -> AlexNet:
+          dropout_rate: float = 0.5, sync_batch_norm: bool = False,
+          dtype: str = "float32") -> AlexNet:
   """Looks up `name` in the registry, checks `layout` against it, returns the module."""
   if name not in ARCHITECTURES:
     raise UserError(f"unknown model {name!r}; choose one of {', '.join(ARCHITECTURES)}.")
+  if dtype not in DTYPES:
+    raise UserError(f"unknown dtype {dtype!r}; choose one of {', '.join(DTYPES)}.")
   arch = ARCHITECTURES[name]
   check_layout(name, arch, layout, image_size or arch.image_size)
-  return AlexNet(arch, num_classes, layout, dropout_rate, sync_batch_norm)
+  return AlexNet(arch, num_classes, layout, dropout_rate, sync_batch_norm, DTYPES[dtype])
 
 
 def input_shape(name: str, image_size: int | None, channels: int, batch: int = 1):

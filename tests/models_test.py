@@ -8,6 +8,7 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 from absl.testing import absltest, parameterized  # noqa: E402
+from flax import linen as nn  # noqa: E402
 
 from jax.sharding import PartitionSpec as P  # noqa: E402
 
@@ -58,6 +59,19 @@ class ModelsTest(parameterized.TestCase):
       denom = (2.0 + 1e-4 * sum(x[..., j] ** 2 for j in window)) ** 0.75
       expected[..., c] = x[..., c] / denom
     np.testing.assert_allclose(got, expected, rtol=1e-5)
+
+  @parameterized.product(size=((55, 55), (13, 13), (8, 9), (7, 10), (3, 3)), ties=(False, True))
+  def test_max_pool_and_its_gradient_equal_reduce_window(self, size, ties):
+    # Odd and even sides (an even side leaves its last line outside every window); rounded
+    # inputs tie within windows, where the first maximum takes the gradient, as reduce_window's.
+    x = np.random.RandomState(0).randn(2, *size, 4).astype(np.float32)
+    x = jnp.asarray(np.round(x) if ties else x)
+    reference = lambda x: nn.max_pool(x, (3, 3), strides=(2, 2))
+    weights = jnp.asarray(np.random.RandomState(1).randn(*reference(x).shape).astype(np.float32))
+    loss = lambda pool: (lambda x: jnp.sum(pool(x) * weights))
+    np.testing.assert_array_equal(layers.overlapping_max_pool(x), reference(x))
+    np.testing.assert_array_equal(jax.grad(loss(layers.overlapping_max_pool))(x),
+                                  jax.grad(loss(reference))(x))
 
   def test_dropout_mask_follows_the_example_not_the_position(self):
     key = jax.random.key(3)
