@@ -17,7 +17,7 @@ from jax.sharding import NamedSharding
 import input_pipeline
 from hybrid_parallel import mesh as mesh_lib
 from hybrid_parallel import checkpointing, faults, metric_writers, models, optim, partitioning
-from hybrid_parallel import schemes, step
+from hybrid_parallel import profiling, schemes, step
 
 
 def _total_steps(config, steps_per_epoch: int) -> int:
@@ -60,7 +60,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
   model, _, scheme = schemes.setup(config, plan, mesh, dataset.num_classes, dataset.channels,
                                    schedule, abstract=True)
   train_step = scheme.train_step
-  eval_step = step.make_eval_step(model, plan, mesh, scheme.eval_specs, config.eval_crops)
+  eval_step = step.make_eval_step(model, plan, mesh, scheme.eval_specs, config.eval_crops,
+                                  config.tune_xla_cpu)
   batch_sharding = NamedSharding(mesh, plan.batch_spec)
   logging.info("%s: %s on a %d×%d mesh of %s devices, global batch %d, %d steps (%d per epoch), "
                "%s parameters", config.model, config.parallelism, plan.data, plan.model,
@@ -87,6 +88,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
   writer = metric_writers.MetricWriter(workdir) if is_logger else None
   progress = metric_writers.Progress(total_steps, first_step)
   watchdog = faults.Watchdog(config.step_timeout_s, _peer_hint())
+  profiler = profiling.StepProfiler(workdir, first_step, config.profile_steps)
   last_checkpoint = restored.step if restored else None
   window, window_start = [], time.perf_counter()  # (step, metrics) since the last log row.
   previous = None  # (step, metrics) of the step before the one in flight.
@@ -95,7 +97,9 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
     with jax.set_mesh(mesh), faults.Preemption() as preemption:
       for s in range(first_step, total_steps):
         images, labels, data_position = next(batches)
+        profiler.before(s)
         state, metrics = train_step(state, images, labels)
+        profiler.after(s, metrics)
         done = s + 1
         if previous:
           # At most two steps in flight. Deeper queues gain nothing and can starve XLA:CPU's thread
@@ -130,6 +134,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
                          100 * eval_metrics["eval_top5"])
           window_start = time.perf_counter()  # evaluation time is not training throughput.
   finally:
+    profiler.close()
     watchdog.close()
     checkpointer.close()  # waits for saves in flight: a started checkpoint is never lost.
     if writer:

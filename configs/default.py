@@ -20,10 +20,17 @@ def get_config() -> ml_collections.ConfigDict:
   # alexnet_bn: batch-norm statistics over each worker's own batch (False, as Goyal et al.) or
   # over the whole batch of the layer (True).
   config.sync_batch_norm = False
+  # Compute dtype of convolutions, matmuls and activations: float32 or bfloat16 (mixed precision:
+  # parameters, gradients, optimiser state, normalisation statistics and logits stay float32).
+  config.dtype = "float32"
+  # Compile the steps with the XLA:CPU options that made them faster on a CPU (see
+  # hybrid_parallel/xla_options.py); False: XLA's defaults. No effect on GPU or TPU.
+  config.tune_xla_cpu = True
 
   # How the synchronous step is partitioned: explicit (jax.shard_map; every collective written
-  # out) or gspmd (the same PartitionSpecs given to jax.jit, XLA inserting the collectives;
-  # hybrid_parallel/gspmd.py).
+  # out), gspmd (the same PartitionSpecs given to jax.jit, XLA inserting the collectives;
+  # hybrid_parallel/gspmd.py) or pmap (single / data only: the Flax examples' jax.pmap step;
+  # hybrid_parallel/pmap_step.py).
   config.backend = "explicit"
   # Parallelism: single, data, model, hybrid or owt (see hybrid_parallel/partitioning.py).
   config.parallelism = "single"
@@ -119,6 +126,9 @@ def get_config() -> ml_collections.ConfigDict:
   config.seed = 0  # Parameters, data order and dropout all derive from it.
   config.log_every_steps = 10  # A train row in metrics.jsonl and a console line.
   config.eval_every_steps = 50  # An eval row over the whole test set (and always at the end).
+  # Trace this many steps (after the first, which compiles) with jax.profiler into
+  # <workdir>/profile, for TensorBoard's profile plugin or Perfetto; 0: no trace.
+  config.profile_steps = 0
   return config
 
 

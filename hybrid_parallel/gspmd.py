@@ -18,7 +18,7 @@ import jax.numpy as jnp
 import optax
 from jax.sharding import NamedSharding, PartitionSpec as P
 
-from hybrid_parallel import models, partitioning, step
+from hybrid_parallel import models, partitioning, step, xla_options
 from hybrid_parallel.errors import UserError
 from hybrid_parallel.train_state import TrainState
 
@@ -36,7 +36,7 @@ def check_supported(config, arch: models.Architecture) -> None:
 
 
 def make_train_step(model: models.AlexNet, plan: partitioning.Plan, mesh, tx, specs: TrainState,
-                    skip_nonfinite: bool = False):
+                    skip_nonfinite: bool = False, tune_xla_cpu: bool = True):
   """Returns `train_step(state, images, labels) -> (state, metrics)`, jitted with the plan's
   shardings, state donated; the metrics equal the explicit step's."""
   whole = model.clone(layout=models.Layout())
@@ -70,5 +70,5 @@ def make_train_step(model: models.AlexNet, plan: partitioning.Plan, mesh, tx, sp
   shardings = jax.tree.map(lambda s: NamedSharding(mesh, s), specs,
                            is_leaf=lambda x: isinstance(x, P))
   batch = NamedSharding(mesh, plan.batch_spec)
-  return jax.jit(train_step, in_shardings=(shardings, batch, batch),
-                 out_shardings=(shardings, NamedSharding(mesh, P())), donate_argnums=0)
+  return xla_options.jit(train_step, mesh, tune_xla_cpu, in_shardings=(shardings, batch, batch),
+                         out_shardings=(shardings, NamedSharding(mesh, P())), donate_argnums=0)

@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import optax
 from jax.sharding import NamedSharding, PartitionSpec as P
 
-from hybrid_parallel import models, partitioning, train_state
+from hybrid_parallel import models, partitioning, train_state, xla_options
 from hybrid_parallel import step as step_lib
 from hybrid_parallel.mesh import DATA
 
@@ -78,13 +78,14 @@ def create(model: models.AlexNet, tx, plan: partitioning.Plan, mesh, image_shape
 
 
 def make_step(model: models.AlexNet, plan: partitioning.Plan, mesh, tx, specs: ReplicaState,
-              sync: Callable):
+              sync: Callable, tune_xla_cpu: bool = True):
   """Returns `step(state, images, labels) -> (state, metrics)` for local SGD plus `sync`.
 
   `sync(local, client, shared, previous_params, step) -> (local, client, shared)` runs on each
   device after its local update, inside a shard_map over "data" without replication checks (it may
   use ppermute); `local` (a Replica) and `client` are this replica's (unstacked) state, `step` the
   number of updates now taken. What it returns as `shared` must be the same on every device.
+  `tune_xla_cpu`: compile with `xla_options`' CPU options.
   """
 
   def per_device_step(state: ReplicaState, images_BHWC, labels_B):
@@ -112,8 +113,9 @@ def make_step(model: models.AlexNet, plan: partitioning.Plan, mesh, tx, specs: R
                          shared=shared), metrics
 
   batch = plan.batch_spec
-  return jax.jit(jax.shard_map(per_device_step, mesh=mesh, in_specs=(specs, batch, batch),
-                               out_specs=(specs, P()), check_vma=False), donate_argnums=0)
+  return xla_options.jit(jax.shard_map(per_device_step, mesh=mesh, in_specs=(specs, batch, batch),
+                                       out_specs=(specs, P()), check_vma=False), mesh,
+                         tune_xla_cpu, donate_argnums=0)
 
 
 def replica_index() -> jax.Array:

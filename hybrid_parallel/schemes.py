@@ -11,15 +11,16 @@ from collections.abc import Callable
 import jax
 from jax.sharding import PartitionSpec as P
 
-from hybrid_parallel import asgd, averaging, gspmd, local_sgd, models, optim, partitioning, step
-from hybrid_parallel import train_state
+from hybrid_parallel import asgd, averaging, gspmd, local_sgd, models, optim, partitioning
+from hybrid_parallel import pmap_step, step, train_state
 from hybrid_parallel import mesh as mesh_lib
 from hybrid_parallel.errors import UserError
 
 
-# How the step is partitioned: explicit (shard_map, the collectives written out; the default) or
-# gspmd (the same shardings handed to jax.jit; hybrid_parallel/gspmd.py).
-BACKENDS = ("explicit", "gspmd")
+# How the step is partitioned: explicit (shard_map, the collectives written out; the default),
+# gspmd (the same shardings handed to jax.jit; hybrid_parallel/gspmd.py) or pmap (the data scheme
+# as the Flax examples write it; hybrid_parallel/pmap_step.py).
+BACKENDS = ("explicit", "gspmd", "pmap")
 
 
 @dataclasses.dataclass
@@ -46,7 +47,7 @@ def setup(config, plan: partitioning.Plan, mesh, num_classes: int, channels: int
   """The model, optimiser and scheme of `config` under `plan`: what the training loop, the
   benchmarks and the tests all build (`abstract`: the state as shapes, to restore or compile)."""
   model = models.build(config.model, num_classes, plan.layout, config.image_size,
-                       config.dropout_rate, config.sync_batch_norm)
+                       config.dropout_rate, config.sync_batch_norm, config.dtype)
   # LARS sums a split layer's norms over its shards' axes; the GSPMD step sees whole arrays.
   norm_plan = plan if config.backend != "gspmd" else partitioning.plan("single", 1, 1)
   tx = optim.make_optimizer(config, schedule,
@@ -65,6 +66,8 @@ def build(config, model: models.AlexNet, plan: partitioning.Plan, mesh, tx, imag
   """The state and steps of `config.parallelism` under `plan` (`abstract`: state as shapes)."""
   if config.backend not in BACKENDS:
     raise UserError(f"unknown backend {config.backend!r}; choose one of {', '.join(BACKENDS)}.")
+  if config.backend == "pmap":
+    pmap_step.check_supported(config, plan)
   if config.backend == "gspmd" and plan.scheme not in partitioning.SYNCHRONOUS:
     raise UserError(f"backend 'gspmd' partitions the synchronous schemes; {plan.scheme!r} "
                     f"needs the explicit backend.")
@@ -75,10 +78,14 @@ def build(config, model: models.AlexNet, plan: partitioning.Plan, mesh, tx, imag
     if config.backend == "gspmd":
       gspmd.check_supported(config, model.arch)
       train_step = gspmd.make_train_step(model, plan, mesh, tx, specs,
-                                         config.skip_nonfinite_steps)
+                                         config.skip_nonfinite_steps, config.tune_xla_cpu)
+    elif config.backend == "pmap":
+      train_step = pmap_step.make_train_step(model, mesh, tx, config.skip_nonfinite_steps,
+                                             config.tune_xla_cpu)
     else:
       train_step = step.make_train_step(model, plan, mesh, tx, specs, config.grad_reduce,
-                                        config.microbatches, config.skip_nonfinite_steps)
+                                        config.microbatches, config.skip_nonfinite_steps,
+                                        config.tune_xla_cpu)
     return Scheme(state, lambda: create()[0], train_step, _variables, _variables(specs))
   if model.arch.batch_norm:
     synchronous = ", ".join(partitioning.SYNCHRONOUS)
@@ -103,7 +110,7 @@ def build(config, model: models.AlexNet, plan: partitioning.Plan, mesh, tx, imag
   state, specs = create(abstract=abstract)
   # The evaluated model (replica mean or server) is whole on every device.
   whole = jax.tree.map(lambda _: P(), specs.local.params, is_leaf=lambda x: isinstance(x, P))
-  train_step = local_sgd.make_step(model, plan, mesh, tx, specs, sync)
+  train_step = local_sgd.make_step(model, plan, mesh, tx, specs, sync, config.tune_xla_cpu)
   return Scheme(state, lambda: create()[0], train_step, lambda s: {"params": eval_params(s)},
                 {"params": whole})
 

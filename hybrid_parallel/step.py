@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import optax
 from jax.sharding import PartitionSpec as P
 
-from hybrid_parallel import collectives, layers, models, partitioning
+from hybrid_parallel import collectives, layers, models, partitioning, xla_options
 from hybrid_parallel.train_state import TrainState
 
 
@@ -44,7 +44,7 @@ def dropout_key(state) -> jax.Array:
 
 def make_train_step(model: models.AlexNet, plan: partitioning.Plan, mesh, tx,
                     specs: TrainState, grad_reduce: str = "psum", microbatches: int = 1,
-                    skip_nonfinite: bool = False):
+                    skip_nonfinite: bool = False, tune_xla_cpu: bool = True):
   """Returns `train_step(state, images, labels) -> (state, metrics)`, jitted, state donated.
 
   One XLA program in two shard_map regions:
@@ -71,6 +71,7 @@ def make_train_step(model: models.AlexNet, plan: partitioning.Plan, mesh, tx,
     skip_nonfinite: a step whose summed gradients hold a NaN or Inf leaves the parameters,
       optimiser state and batch statistics as they were (the step count still advances, so the
       next step reads the next batch). Either way the metric `nonfinite_grads` reports it.
+    tune_xla_cpu: compile with `xla_options`' CPU options (on a CPU mesh).
   """
   collectives.check_algorithm(grad_reduce)
   grad_specs = partitioning.partial_grad_specs(specs.params, plan)
@@ -152,11 +153,11 @@ def make_train_step(model: models.AlexNet, plan: partitioning.Plan, mesh, tx,
     state, nonfinite = update_fn(state, partial_grads, batch_stats)
     return state, dict(metrics, nonfinite_grads=nonfinite)
 
-  return jax.jit(train_step, donate_argnums=0)
+  return xla_options.jit(train_step, mesh, tune_xla_cpu, donate_argnums=0)
 
 
 def make_eval_step(model: models.AlexNet, plan: partitioning.Plan, mesh, variable_specs,
-                   crops: int = 1):
+                   crops: int = 1, tune_xla_cpu: bool = True):
   """Returns `eval_step(variables, images, labels, weights) -> sums`, jitted.
 
   `variables` are the model's collections ({"params": ..., and "batch_stats" with batch norm}),
@@ -189,5 +190,6 @@ def make_eval_step(model: models.AlexNet, plan: partitioning.Plan, mesh, variabl
     return _sum_over_batch(plan, sums)
 
   batch = plan.batch_spec
-  return jax.jit(jax.shard_map(per_device_eval, mesh=mesh,
-                               in_specs=(variable_specs, batch, batch, batch), out_specs=P()))
+  return xla_options.jit(jax.shard_map(per_device_eval, mesh=mesh,
+                                       in_specs=(variable_specs, batch, batch, batch),
+                                       out_specs=P()), mesh, tune_xla_cpu)

@@ -1,5 +1,7 @@
 """main.py as a user runs it: bad input gives one sentence and exit 1; a run writes its metrics."""
 
+import glob
+import gzip
 import json
 import os
 import subprocess
@@ -38,6 +40,8 @@ class BadInputTest(parameterized.TestCase):
        "unknown dataset 'imagenet21k'"),
       ("unknown_scheme", ["--config=configs/single.py", "--config.parallelism=pipeline"],
        "unknown parallelism 'pipeline'"),
+      ("unknown_dtype", ["--config=configs/single.py", "--config.dtype=float16"],
+       "unknown dtype 'float16'; choose one of float32, bfloat16."),
       ("missing_npz", ["--config=configs/single.py", "--config.dataset=npz:no/such/file.npz"],
        "dataset file 'no/such/file.npz' does not exist"),
       ("missing_config_file", ["--config=configs/no_such_config.py"],
@@ -63,16 +67,26 @@ class BadInputTest(parameterized.TestCase):
 
 class RunTest(absltest.TestCase):
 
-  def test_hybrid4_simulates_its_devices_and_writes_metrics(self):
+  def test_hybrid4_simulates_its_devices_writes_metrics_and_a_profile(self):
     with tempfile.TemporaryDirectory() as workdir:
       result = run_main("--config=configs/hybrid4.py", *TINY, "--config.num_train_steps=4",
-                        "--config.log_every_steps=2", f"--workdir={workdir}")
+                        "--config.log_every_steps=2", "--config.profile_steps=2",
+                        f"--workdir={workdir}")
       self.assertEqual(result.returncode, 0, result.stderr[-3000:])
       self.assertIn("simulating 4 CPU devices for the 2×2 mesh", result.stderr)
+      self.assertIn("wrote a profile of steps 2–3", result.stderr)
       with open(os.path.join(workdir, "metrics.jsonl")) as f:
         rows = [json.loads(line) for line in f]
+      traces = glob.glob(os.path.join(workdir, "profile/plugins/profile/*/*.trace.json.gz"))
+      self.assertLen(traces, 1)
+      with gzip.open(traces[0], "rt") as f:
+        events = json.load(f)["traceEvents"]
     self.assertEqual([r["step"] for r in rows], [2, 4, 4])
     self.assertIn("eval_top1", rows[-1])
+    # The trace holds two runs of the train step: the one after the compile, and the next.
+    runs = [e for e in events if e.get("name") == "CommonPjRtLoadedExecutable::Execute "
+            "(jit_train_step)"]
+    self.assertLen(runs, 2)
 
   def test_default_workdir_is_named_after_the_config(self):
     with tempfile.TemporaryDirectory() as cwd:

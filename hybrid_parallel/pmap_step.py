@@ -1,0 +1,119 @@
+"""The `pmap` baseline: the data-parallel step as the Flax examples write it.
+
+`config.backend = "pmap"` (data and single schemes): one function per device under
+`jax.pmap(axis_name="data")` — forward and backward on the device's shard of the batch with the
+device's copy of the parameters, `lax.pmean` of the loss and of the whole gradient tree, the same
+optax update on every device. No PartitionSpec, no shard_map of ours.
+
+One departure from the examples: they keep a *stacked* copy of the state (`replicate`: a leading
+device axis) and `unreplicate` it to evaluate or save. Here the state enters with `in_axes=None`
+and leaves with `out_axes=None`: pmap takes the scheme's replicated global arrays as they are, so
+the training loop, checkpoints and evaluation see the same state as under the other backends, and
+the step itself — what the benchmark compares — is the examples' step. (Since JAX 0.8, `pmap` is
+itself lowered to `jit` of a `shard_map` over a one-axis mesh; the comparison shows what that
+costs against the hand-placed collectives of `step.py`.)
+
+Per-worker batch norm works as in `step.py`: the pmapped axis is named "data", the axis the
+model's layers average their statistics over.
+"""
+
+import jax
+import jax.numpy as jnp
+import optax
+from jax.sharding import NamedSharding, PartitionSpec as P
+
+from hybrid_parallel import models, partitioning, step, xla_options
+from hybrid_parallel.errors import UserError
+from hybrid_parallel.mesh import DATA
+from hybrid_parallel.train_state import TrainState
+
+SCHEMES = ("single", "data")
+
+
+def check_supported(config, plan: partitioning.Plan) -> None:
+  """One UserError for a setting the Flax-examples step does not have."""
+  if plan.scheme not in SCHEMES:
+    raise UserError(f"backend 'pmap' is the data-parallel baseline; parallelism "
+                    f"{plan.scheme!r} needs the explicit or gspmd backend.")
+  if config.grad_reduce != "psum":
+    raise UserError(f"backend 'pmap' reduces gradients with lax.pmean; grad_reduce "
+                    f"{config.grad_reduce!r} needs the explicit backend.")
+  if config.microbatches > 1:
+    raise UserError("microbatches need the explicit backend.")
+  if jax.process_count() > 1:
+    raise UserError("backend 'pmap' runs in one process here; use the explicit backend with "
+                    "several processes.")
+
+
+def make_train_step(model: models.AlexNet, mesh, tx, skip_nonfinite: bool = False,
+                    tune_xla_cpu: bool = True):
+  """Returns `train_step(state, images, labels) -> (state, metrics)` built on `jax.pmap`.
+
+  The state is replicated over `mesh` (every spec P()); images and labels are global arrays split
+  over "data", as the other backends take them. State donated; metrics equal the explicit step's.
+  The pmapped function is called inside a `jax.jit`, only to compile it with `xla_options` (pmap
+  itself takes no compiler options; it is already a jit of a shard_map, which inlines).
+  """
+  devices = list(mesh.devices.flat)
+
+  def per_device_step(state: TrainState, images_bHWC, labels_b):
+    local_batch = images_bHWC.shape[0]
+    ids_b = jax.lax.axis_index(DATA) * local_batch + jnp.arange(local_batch)
+
+    def loss_fn(params):
+      logits_bC, updated = model.apply(
+          {"params": params, "batch_stats": state.batch_stats}, images_bHWC,
+          example_ids_B=ids_b, dropout_key=step.dropout_key(state), mutable=["batch_stats"])
+      loss = optax.softmax_cross_entropy_with_integer_labels(logits_bC, labels_b).mean()
+      return loss, (logits_bC, updated.get("batch_stats", {}))
+
+    (loss, (logits_bC, batch_stats)), grads = jax.value_and_grad(loss_fn, has_aux=True)(
+        state.params)
+    # Equal shards, so the mean of the devices' mean gradients is the whole batch's.
+    grads = jax.lax.pmean(grads, DATA)
+    updates, opt_state = tx.update(grads, state.opt_state, state.params)
+    new_state = state.replace(step=state.step + 1,
+                              params=optax.apply_updates(state.params, updates),
+                              opt_state=opt_state, batch_stats=batch_stats)
+    finite = jnp.all(jnp.array([jnp.all(jnp.isfinite(g)) for g in jax.tree.leaves(grads)]))
+    if skip_nonfinite:
+      new_state = jax.tree.map(lambda new, old: jnp.where(finite, new, old), new_state,
+                               state.replace(step=state.step + 1))
+    metrics = {"train_loss": jax.lax.pmean(loss, DATA),
+               "train_accuracy": jax.lax.pmean(jnp.mean(jnp.argmax(logits_bC, -1) == labels_b),
+                                               DATA),
+               "nonfinite_grads": 1.0 - finite.astype(jnp.float32)}
+    return new_state, metrics
+
+  pmapped = jax.pmap(per_device_step, axis_name=DATA, in_axes=(None, 0, 0), out_axes=None,
+                     devices=devices)
+  replicated = NamedSharding(mesh, P())
+
+  def train_step(state, images_BHWC, labels_B):
+    # The examples' `shard`: [device, per-device batch, ...], the device axis mapped by pmap.
+    split = lambda x: x.reshape(len(devices), x.shape[0] // len(devices), *x.shape[1:])
+    return pmapped(state, split(images_BHWC), split(labels_B))
+
+  # pmap answers on its own one-axis mesh of the same devices; the out shardings name the
+  # scheme's mesh again, so the state goes on as the other backends leave it.
+  return _WithoutContextMesh(xla_options.jit(train_step, mesh, tune_xla_cpu, donate_argnums=0,
+                                             out_shardings=(replicated, replicated)))
+
+
+class _WithoutContextMesh:
+  """Calls and lowers a jitted function with no mesh set (`jax.set_mesh(None)`).
+
+  pmap traces its function in a shard_map over a one-axis mesh of its own, which JAX refuses to
+  nest in the caller's `jax.set_mesh(...)` context (the training loop runs inside one).
+  """
+
+  def __init__(self, jitted):
+    self._jitted = jitted
+
+  def __call__(self, *args):
+    with jax.set_mesh(None):
+      return self._jitted(*args)
+
+  def lower(self, *args):
+    with jax.set_mesh(None):
+      return self._jitted.lower(*args)
