@@ -1,21 +1,23 @@
 r"""Training throughput of one config: images/s, step time, MFU and bytes moved, as JSON.
 
   python benchmarks/throughput.py --config=configs/hybrid4.py [--config.backend=gspmd]
-  python benchmarks/throughput.py --all          # Table-1 configs + owt8, both backends
+  python benchmarks/throughput.py --all          # Table-1 configs + owt8, every backend
 
 Synthetic data (random images and labels at the config's image size; `--num_classes`), a warm-up
 of `--warmup` steps after the compile, then `--steps` timed steps, each waited for. Prints one JSON
 object per run:
 
-  config, backend, devices, platform, global_batch, image_size, images_per_sec (from the median
-  step), step_time_ms {median, p10, p90}, compile_s, model_flops_per_image, flops_convention,
-  mfu, peak_flops, peak_source, hlo_busiest_device_bytes.
+  config, backend, scheme, dtype, tune_xla_cpu, mesh, devices, platform, device_kind, model,
+  global_batch, image_size, images_per_sec (from the median step), step_time_ms {median, p10,
+  p90}, steps, compile_s, model_flops_per_image, flops_convention, mfu, peak_flops, peak_source,
+  hlo_busiest_device_bytes.
 
 FLOPs: the model's (`costmodel.training_flops_per_image`), 1 multiply-add = 2 FLOPs, backward =
 2 × forward, so training = 3 × forward; whatever a scheme adds (collectives, recomputation) is not
 counted. Peak: on a GPU the device's stated dense peak for the dtype × devices; on the CPU the
-float32 GEMM rate measured in the same run (one 2048² matmul, XLA:CPU using every core) — the CPU
-is one machine however many devices are simulated on it, so its peak is not multiplied.
+float32 GEMM rate measured in the same run (best of ten 2048² matmuls, XLA:CPU using every
+core) — the CPU is one machine however many devices are simulated on it, so its peak is not
+multiplied.
 
 --all writes docs/throughput.{json,md} and docs/throughput.png, with each config's step time
 per image relative to `single` (on a shared CPU, the overhead of the parallel machinery: 1.0 =
@@ -25,90 +27,40 @@ none).
 import json
 import os
 import sys
-import time
 
 from absl import app, flags
 from ml_collections import config_flags
+
+import step_timing  # benchmarks/, beside this script
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Experiment config file.")
-_ALL = flags.DEFINE_bool("all", False, "Table-1 configs and owt8 under both backends.")
+_ALL = flags.DEFINE_bool("all", False, "Table-1 configs and owt8 under every backend.")
 _STEPS = flags.DEFINE_integer("steps", 10, "Timed steps.")
 _WARMUP = flags.DEFINE_integer("warmup", 2, "Untimed steps after the compile.")
 _CLASSES = flags.DEFINE_integer("num_classes", 10, "Classifier width.")
 _OUT = flags.DEFINE_string("out", "docs", "Where --all writes throughput.{json,md,png}.")
 TABLE1 = ("single", "data2", "data4", "model2", "hybrid4", "owt8")
-BACKENDS = ("explicit", "gspmd")
-
-# Stated dense peaks (FLOP/s) by device kind and dtype (REFERENCES.md; H200 = H100 compute).
-GPU_PEAKS = {"H100": {"float32": 67e12, "bfloat16": 989e12},
-             "H200": {"float32": 67e12, "bfloat16": 989e12}}
-
-
-def cpu_gemm_flops(n: int = 2048, repeats: int = 5) -> float:
-  """Measured float32 matmul rate of this machine (median of `repeats`)."""
-  import jax
-  import numpy as np
-  a = jax.device_put(np.random.default_rng(0).standard_normal((n, n), np.float32))
-  matmul = jax.jit(lambda x: x @ x)
-  matmul(a).block_until_ready()
-  times = []
-  for _ in range(repeats):
-    start = time.perf_counter()
-    matmul(a).block_until_ready()
-    times.append(time.perf_counter() - start)
-  return 2 * n**3 / float(np.median(times))
-
-
-def peak(devices, dtype: str, cpu_flops: float | None) -> tuple[float, str]:
-  kind = devices[0].device_kind
-  for name, peaks in GPU_PEAKS.items():
-    if name in kind:
-      return peaks[dtype] * len(devices), f"stated {name} {dtype} dense peak × {len(devices)}"
-  return cpu_flops, "measured float32 GEMM rate of this CPU (2048² matmul, all cores)"
-
+BACKENDS = ("explicit", "gspmd", "pmap")  # pmap: only the configs of pmap_step.SCHEMES.
 
 def measure(config, cpu_flops: float | None) -> dict:
   """Compiles and times one config's train step on synthetic data."""
-  import jax
   import numpy as np
-  from jax.sharding import NamedSharding
-  from hybrid_parallel import costmodel, hlo_stats, models, optim, partitioning, schemes
+  from hybrid_parallel import costmodel, hlo_stats, models
 
-  plan = partitioning.plan(config.parallelism, config.mesh.data, config.mesh.model)
-  batch = config.global_batch_size
-  partitioning.check_batch(plan, batch, microbatches=config.microbatches)
-  devices = jax.devices()[:plan.data * plan.model]
-  mesh = schemes.make_mesh(config, plan, devices)
-  schedule = optim.learning_rate_schedule(config, batch, 100, 1000)
-  _, _, scheme = schemes.setup(config, plan, mesh, _CLASSES.value, 3, schedule)
-  sharding = NamedSharding(mesh, plan.batch_spec)
-  rng = np.random.default_rng(0)
-  size = config.image_size
-  images = jax.device_put(rng.standard_normal((batch, size, size, 3), np.float32), sharding)
-  labels = jax.device_put(rng.integers(0, _CLASSES.value, batch).astype(np.int32), sharding)
-  state = scheme.state
-  with jax.set_mesh(mesh):
-    start = time.perf_counter()
-    compiled = scheme.train_step.lower(state, images, labels).compile()
-    compile_s = time.perf_counter() - start
-    for _ in range(_WARMUP.value):
-      state, metrics = compiled(state, images, labels)
-      jax.block_until_ready(metrics)
-    times = []
-    for _ in range(_STEPS.value):
-      start = time.perf_counter()
-      state, metrics = compiled(state, images, labels)
-      jax.block_until_ready(metrics)
-      times.append(time.perf_counter() - start)
+  step, compile_s, compiled, plan, devices = step_timing.compile_step(config, _CLASSES.value)
+  step_timing.time_steps(step, _WARMUP.value)
+  times = step_timing.time_steps(step, _STEPS.value)
+  batch, size = config.global_batch_size, config.image_size
   median = float(np.median(times))
   flops = costmodel.training_flops_per_image(models.ARCHITECTURES[config.model], size,
                                              _CLASSES.value)
-  peak_flops, peak_source = peak(devices, config.get("dtype", "float32"), cpu_flops)
+  peak_flops, peak_source = step_timing.peak(devices, config.dtype, cpu_flops)
   return {
-      "config": None, "backend": config.backend, "scheme": plan.scheme,
+      "config": None, "backend": config.backend, "scheme": plan.scheme, "dtype": config.dtype,
+      "tune_xla_cpu": config.tune_xla_cpu,
       "mesh": [plan.data, plan.model], "devices": len(devices), "platform": devices[0].platform,
       "device_kind": devices[0].device_kind, "model": config.model, "global_batch": batch,
       "image_size": size, "images_per_sec": round(batch / median, 1),
@@ -145,13 +97,13 @@ def _plot(rows, path: str) -> None:
   import matplotlib
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt
-  fig, ax = plt.subplots(figsize=(8, 4))
-  width = 0.4
+  fig, ax = plt.subplots(figsize=(9, 4))
+  width = 0.8 / len(BACKENDS)
   for i, backend in enumerate(BACKENDS):
-    ours = [r for r in rows if r["backend"] == backend]
-    ax.bar([j + i * width for j in range(len(ours))], [r["images_per_sec"] for r in ours], width,
-           label=backend)
-    ax.set_xticks([j + width / 2 for j in range(len(ours))], [r["config"] for r in ours])
+    ours = [(TABLE1.index(r["config"]), r["images_per_sec"]) for r in rows
+            if r["backend"] == backend]
+    ax.bar([j + i * width for j, _ in ours], [v for _, v in ours], width, label=backend)
+  ax.set_xticks([j + width * (len(BACKENDS) - 1) / 2 for j in range(len(TABLE1))], TABLE1)
   ax.set_ylabel("training images/s")
   ax.set_title(f"AlexNet training throughput ({rows[0]['platform']}, {rows[0]['image_size']}²)")
   ax.legend()
@@ -164,18 +116,22 @@ def main(argv):
   import importlib
   import jax
   jax.config.update("jax_num_cpu_devices", 8)
-  cpu_flops = cpu_gemm_flops() if jax.devices()[0].platform == "cpu" else None
+  cpu_flops = step_timing.cpu_gemm_flops() if jax.devices()[0].platform == "cpu" else None
   if not _ALL.value:
     if _CONFIG.value is None:
       raise app.UsageError("give --config=... or --all")
     result = measure(_CONFIG.value, cpu_flops)
-    result["config"] = os.path.splitext(os.path.basename(flags.FLAGS["config"].value))[0]
+    result["config"] = os.path.splitext(os.path.basename(
+        config_flags.get_config_filename(flags.FLAGS["config"])))[0]
     print(json.dumps(result))
     return
+  from hybrid_parallel import pmap_step
   rows = []
   for backend in BACKENDS:
     for name in TABLE1:
       config = importlib.import_module(f"configs.{name}").get_config()
+      if backend == "pmap" and config.parallelism not in pmap_step.SCHEMES:
+        continue
       config.backend = backend
       result = dict(measure(config, cpu_flops), config=name)
       print(json.dumps(result), flush=True)
