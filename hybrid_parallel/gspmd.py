@@ -54,14 +54,8 @@ def make_train_step(model: models.AlexNet, plan: partitioning.Plan, mesh, tx, sp
 
     (loss, (logits_BC, batch_stats)), grads = jax.value_and_grad(loss_fn, has_aux=True)(
         state.params)
-    updates, opt_state = tx.update(grads, state.opt_state, state.params)
-    new_state = state.replace(step=state.step + 1,
-                              params=optax.apply_updates(state.params, updates),
-                              opt_state=opt_state, batch_stats=batch_stats)
-    finite = jnp.all(jnp.array([jnp.all(jnp.isfinite(g)) for g in jax.tree.leaves(grads)]))
-    if skip_nonfinite:
-      new_state = jax.tree.map(lambda new, old: jnp.where(finite, new, old), new_state,
-                               state.replace(step=state.step + 1))
+    finite = step.all_finite(grads)
+    new_state = step.apply_gradients(state, grads, batch_stats, tx, finite, skip_nonfinite)
     metrics = {"train_loss": loss,
                "train_accuracy": jnp.mean(jnp.argmax(logits_BC, -1) == labels_B),
                "nonfinite_grads": 1.0 - finite.astype(jnp.float32)}

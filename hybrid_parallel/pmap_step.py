@@ -71,14 +71,8 @@ def make_train_step(model: models.AlexNet, mesh, tx, skip_nonfinite: bool = Fals
         state.params)
     # Equal shards, so the mean of the devices' mean gradients is the whole batch's.
     grads = jax.lax.pmean(grads, DATA)
-    updates, opt_state = tx.update(grads, state.opt_state, state.params)
-    new_state = state.replace(step=state.step + 1,
-                              params=optax.apply_updates(state.params, updates),
-                              opt_state=opt_state, batch_stats=batch_stats)
-    finite = jnp.all(jnp.array([jnp.all(jnp.isfinite(g)) for g in jax.tree.leaves(grads)]))
-    if skip_nonfinite:
-      new_state = jax.tree.map(lambda new, old: jnp.where(finite, new, old), new_state,
-                               state.replace(step=state.step + 1))
+    finite = step.all_finite(grads)
+    new_state = step.apply_gradients(state, grads, batch_stats, tx, finite, skip_nonfinite)
     metrics = {"train_loss": jax.lax.pmean(loss, DATA),
                "train_accuracy": jax.lax.pmean(jnp.mean(jnp.argmax(logits_bC, -1) == labels_b),
                                                DATA),

@@ -42,6 +42,28 @@ def dropout_key(state) -> jax.Array:
   return jax.random.fold_in(jax.random.wrap_key_data(state.rng), state.step)
 
 
+def all_finite(grads) -> jax.Array:
+  """True when every gradient (of this device's shards) is finite."""
+  return jnp.all(jnp.array([jnp.all(jnp.isfinite(g)) for g in jax.tree.leaves(grads)]))
+
+
+def apply_gradients(state: TrainState, grads, batch_stats, tx, finite: jax.Array,
+                    skip_nonfinite: bool) -> TrainState:
+  """The optimiser's update of `state` by the summed `grads`, one step counted.
+
+  With `skip_nonfinite`, a step whose gradients are not all `finite` leaves the parameters,
+  optimiser state and batch statistics as they were (the step count still advances, so the next
+  step reads the next batch). Every backend's step ends here.
+  """
+  updates, opt_state = tx.update(grads, state.opt_state, state.params)
+  new_state = state.replace(step=state.step + 1, params=optax.apply_updates(state.params, updates),
+                            opt_state=opt_state, batch_stats=batch_stats)
+  if skip_nonfinite:
+    new_state = jax.tree.map(lambda new, old: jnp.where(finite, new, old), new_state,
+                             state.replace(step=state.step + 1))
+  return new_state
+
+
 def make_train_step(model: models.AlexNet, plan: partitioning.Plan, mesh, tx,
                     specs: TrainState, grad_reduce: str = "psum", microbatches: int = 1,
                     skip_nonfinite: bool = False, tune_xla_cpu: bool = True):
@@ -129,16 +151,9 @@ def make_train_step(model: models.AlexNet, plan: partitioning.Plan, mesh, tx,
     grads = partitioning.map_with_grad_axes(
         lambda g, axes: collectives.allreduce_sum(g[0], axes, grad_reduce) if axes else g,
         partial_grads, plan)
-    updates, opt_state = tx.update(grads, state.opt_state, state.params)
-    new_state = state.replace(step=state.step + 1,
-                              params=optax.apply_updates(state.params, updates),
-                              opt_state=opt_state, batch_stats=batch_stats)
     # Every device checks its shards; the verdict is agreed over the whole mesh.
-    local_ok = jnp.all(jnp.array([jnp.all(jnp.isfinite(g)) for g in jax.tree.leaves(grads)]))
-    finite = jax.lax.pmin(local_ok.astype(jnp.int32), mesh.axis_names) > 0
-    if skip_nonfinite:
-      new_state = jax.tree.map(lambda new, old: jnp.where(finite, new, old), new_state,
-                               state.replace(step=state.step + 1))
+    finite = jax.lax.pmin(all_finite(grads).astype(jnp.int32), mesh.axis_names) > 0
+    new_state = apply_gradients(state, grads, batch_stats, tx, finite, skip_nonfinite)
     return new_state, 1.0 - finite.astype(jnp.float32)
 
   batch = plan.batch_spec
