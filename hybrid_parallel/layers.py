@@ -79,9 +79,10 @@ def overlapping_max_pool(x_BHWC: jax.Array) -> jax.Array:
   The same values and gradient as `nn.max_pool(x, (3, 3), strides=(2, 2))` (each window's
   gradient goes to its first maximum in row-major order), with the gradient written for the CPU:
   XLA:CPU turns reduce_window's gradient into an arg-max reduce-window and a scatter that run on
-  one core, ~10× slower than the elementwise form here and a fifth of a whole AlexNet step at
-  224² (docs/benchmarks.md). The forward pass records each window's arg-max as an int8, so the
-  backward pass needs neither the input nor any comparison of recomputed floats.
+  one core, 10–30× slower than the elementwise form here and a fifth of a whole AlexNet step at
+  224² (benchmarks/max_pool.py, docs/benchmarks.md). The forward pass records each window's
+  arg-max as an int8, so the backward pass needs neither the input nor any comparison of
+  recomputed floats.
   """
   return _pool_with_argmax(x_BHWC)[0]
 

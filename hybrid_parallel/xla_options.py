@@ -5,10 +5,11 @@ Every jitted train and eval step goes through `jit`, which adds the options of t
 already running, and leave the user's XLA_FLAGS and other programs alone.
 
 CPU (jaxlib 0.10): XLA hands convolutions to YNNPACK by default; on the 2-core x86 machine of
-docs/benchmarks.md its kernels for AlexNet's convolutions — especially the strided 11×11 stem and
-the weight gradients — ran slower than XLA's own (Eigen) convolutions: 682 → 545 ms for the
-one-column AlexNet's step at batch 32, 224² (benchmarks/pytorch_reference.py). Matrix products
-stay on YNNPACK, where they are fast. `config.tune_xla_cpu = False` keeps XLA's defaults.
+docs/benchmarks.md its kernels for AlexNet's convolutions — the strided 11×11 stem and the weight
+gradients above all — ran slower than XLA's own (Eigen) ones: the one-column AlexNet's step at
+batch 32, 224² took 744.7 ms with XLA's defaults and 601.5 ms with these options (medians,
+benchmarks/pytorch_reference.py). Matrix products stay on YNNPACK. On the narrow `_tiny` test
+networks the effect is mixed. `config.tune_xla_cpu = False` keeps XLA's defaults.
 """
 
 import jax
