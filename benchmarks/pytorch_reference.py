@@ -5,7 +5,8 @@ r"""The single-device AlexNet training step here against PyTorch eager on the sa
 
 Both sides train the one-column AlexNet (`alexnet_owt`, torchvision's layer sizes: 64-192-384-256-
 256 convs, 4096-4096 FC, 1000 classes, dropout 0.5) on one synthetic batch of 224² float32 images,
-SGD with momentum 0.9 and weight decay 5e-4, a whole step each: forward, backward, update, loss
+SGD with momentum 0.9 and weight decay 5e-4 (ours on the weights, PyTorch's on every parameter:
+the biases add 0.02% to the update's work), a whole step each: forward, backward, update, loss
 back on the host. The two are timed *alternately* — `--rounds` rounds of `--steps` steps of one
 framework, then of the other, each turn after a short pause and one untimed step (so neither
 pays for the other's still-spinning worker threads) — so the machine's background load falls on

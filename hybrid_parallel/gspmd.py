@@ -15,7 +15,6 @@ microbatches.
 
 import jax
 import jax.numpy as jnp
-import optax
 from jax.sharding import NamedSharding, PartitionSpec as P
 
 from hybrid_parallel import models, partitioning, step, xla_options
@@ -42,18 +41,8 @@ def make_train_step(model: models.AlexNet, plan: partitioning.Plan, mesh, tx, sp
   whole = model.clone(layout=models.Layout())
 
   def train_step(state: TrainState, images_BHWC, labels_B):
-    global_batch = images_BHWC.shape[0]
-
-    def loss_fn(params):
-      logits_BC, updated = whole.apply(
-          {"params": params, "batch_stats": state.batch_stats}, images_BHWC,
-          example_ids_B=jnp.arange(global_batch), dropout_key=step.dropout_key(state),
-          mutable=["batch_stats"])
-      loss = optax.softmax_cross_entropy_with_integer_labels(logits_BC, labels_B).mean()
-      return loss, (logits_BC, updated.get("batch_stats", {}))
-
-    (loss, (logits_BC, batch_stats)), grads = jax.value_and_grad(loss_fn, has_aux=True)(
-        state.params)
+    (loss, logits_BC, batch_stats), grads = step.mean_loss_and_grads(
+        whole, state, images_BHWC, labels_B, jnp.arange(images_BHWC.shape[0]))
     finite = step.all_finite(grads)
     new_state = step.apply_gradients(state, grads, batch_stats, tx, finite, skip_nonfinite)
     metrics = {"train_loss": loss,

@@ -19,7 +19,6 @@ model's layers average their statistics over.
 
 import jax
 import jax.numpy as jnp
-import optax
 from jax.sharding import NamedSharding, PartitionSpec as P
 
 from hybrid_parallel import models, partitioning, step, xla_options
@@ -60,15 +59,8 @@ def make_train_step(model: models.AlexNet, mesh, tx, skip_nonfinite: bool = Fals
     local_batch = images_bHWC.shape[0]
     ids_b = jax.lax.axis_index(DATA) * local_batch + jnp.arange(local_batch)
 
-    def loss_fn(params):
-      logits_bC, updated = model.apply(
-          {"params": params, "batch_stats": state.batch_stats}, images_bHWC,
-          example_ids_B=ids_b, dropout_key=step.dropout_key(state), mutable=["batch_stats"])
-      loss = optax.softmax_cross_entropy_with_integer_labels(logits_bC, labels_b).mean()
-      return loss, (logits_bC, updated.get("batch_stats", {}))
-
-    (loss, (logits_bC, batch_stats)), grads = jax.value_and_grad(loss_fn, has_aux=True)(
-        state.params)
+    (loss, logits_bC, batch_stats), grads = step.mean_loss_and_grads(
+        model, state, images_bHWC, labels_b, ids_b)
     # Equal shards, so the mean of the devices' mean gradients is the whole batch's.
     grads = jax.lax.pmean(grads, DATA)
     finite = step.all_finite(grads)

@@ -42,6 +42,26 @@ def dropout_key(state) -> jax.Array:
   return jax.random.fold_in(jax.random.wrap_key_data(state.rng), state.step)
 
 
+def mean_loss_and_grads(model: models.AlexNet, state: TrainState, images_BHWC, labels_B,
+                        example_ids_B):
+  """Mean cross-entropy of `images_BHWC` under `state`, its gradient and what the forward pass
+  returned: `(loss, logits_BC, batch_stats), grads`. Dropout is keyed by `example_ids_B`.
+
+  The whole-batch step of the gspmd and pmap backends (the explicit step sums over slices).
+  """
+
+  def loss_fn(params):
+    logits_BC, updated = model.apply({"params": params, "batch_stats": state.batch_stats},
+                                     images_BHWC, example_ids_B=example_ids_B,
+                                     dropout_key=dropout_key(state), mutable=["batch_stats"])
+    loss = optax.softmax_cross_entropy_with_integer_labels(logits_BC, labels_B).mean()
+    return loss, (logits_BC, updated.get("batch_stats", {}))
+
+  (loss, (logits_BC, batch_stats)), grads = jax.value_and_grad(loss_fn, has_aux=True)(
+      state.params)
+  return (loss, logits_BC, batch_stats), grads
+
+
 def all_finite(grads) -> jax.Array:
   """True when every gradient (of this device's shards) is finite."""
   return jnp.all(jnp.array([jnp.all(jnp.isfinite(g)) for g in jax.tree.leaves(grads)]))

@@ -166,7 +166,7 @@ class MixedPrecisionTest(absltest.TestCase):
       self.assertRegex(line, r"= bf16\[")
 
   def test_losses_follow_float32_and_the_hybrid_follows_one_device(self):
-    _, f32_losses, f32_variables = reference("alexnet_tiny")
+    _, f32_losses, _ = reference("alexnet_tiny")
     single, hybrid = self.runs["single"], self.runs["hybrid"]
     # bfloat16 keeps 8 bits of mantissa: a loss of about 2.3 is off by a few 1e-3.
     np.testing.assert_allclose(single["losses"], f32_losses, rtol=1e-2)
@@ -175,7 +175,6 @@ class MixedPrecisionTest(absltest.TestCase):
     for got, want in zip(jax.tree.leaves(hybrid["variables"]),
                          jax.tree.leaves(single["variables"])):
       np.testing.assert_allclose(got, want, atol=2e-3)
-    del f32_variables
 
   def test_activation_collectives_move_half_the_bytes(self):
     float32 = testing.build("alexnet_tiny", "hybrid", 2, 2, CONFIG, GLOBAL_BATCH)
