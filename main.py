@@ -65,8 +65,6 @@ def _parse_flags(argv):
 def _initialize_distributed(jax) -> None:
   """jax.distributed.initialize with timeouts that end a job whose peer is gone."""
   explicit = (_COORDINATOR.value, _NUM_PROCESSES.value, _PROCESS_ID.value)
-  if _COORDINATOR.value and None in explicit:
-    _fail("--coordinator_address needs --num_processes and --process_id too.")
   try:
     jax.distributed.initialize(*explicit if _COORDINATOR.value else (None, None, None),
                                initialization_timeout=120,
@@ -77,15 +75,33 @@ def _initialize_distributed(jax) -> None:
                jax.process_count(), jax.local_device_count(), jax.device_count())
 
 
+def _workdir(config_flag) -> str:
+  """--workdir, or runs/<the config file's name>."""
+  if _WORKDIR.value:
+    return _WORKDIR.value
+  name = os.path.splitext(os.path.basename(config_flags.get_config_filename(config_flag)))[0]
+  return os.path.join("runs", name)
+
+
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+  # Every flag and config field is checked before anything else happens: no device is set up,
+  # no dataset read and nothing in the workdir touched for a run that cannot work.
+  import validation
+  from hybrid_parallel.errors import UserError
   config = _CONFIG.value
-  mesh = config.mesh.data * config.mesh.model
+  workdir = _workdir(flags.FLAGS["config"])
   processes = _NUM_PROCESSES.value or 1
-  if mesh % processes:
-    _fail(f"the {config.mesh.data}×{config.mesh.model} mesh cannot be split evenly over "
-          f"{processes} processes.")
+  try:
+    validation.check_flags(workdir=workdir, cpu_devices=_CPU_DEVICES.value,
+                           coordinator_address=_COORDINATOR.value,
+                           num_processes=_NUM_PROCESSES.value, process_id=_PROCESS_ID.value,
+                           distributed=_DISTRIBUTED.value, heartbeat_timeout_s=_HEARTBEAT_S.value)
+    validation.check_config(config, processes=processes)
+  except UserError as e:
+    _fail(str(e))
+  mesh = config.mesh.data * config.mesh.model
   # Must precede the first device query; it only affects the CPU backend, so it is harmless where
   # accelerators run the mesh. Each process simulates its share of the mesh.
   import jax
@@ -93,16 +109,18 @@ def main(argv):
   if _COORDINATOR.value or _DISTRIBUTED.value:
     _initialize_distributed(jax)
   import train  # Imported after the device count is set: nothing may query devices earlier.
-  from hybrid_parallel.errors import UserError
+  from hybrid_parallel import faults
 
   if jax.default_backend() == "cpu" and mesh > 1:
     logging.info("No accelerators: simulating %d CPU devices for the %d×%d mesh.",
                  jax.device_count(), config.mesh.data, config.mesh.model)
-  workdir = _WORKDIR.value or os.path.join(
-      "runs", os.path.splitext(os.path.basename(
-          config_flags.get_config_filename(flags.FLAGS["config"])))[0])
   try:
     train.train_and_evaluate(config, workdir)
+  except faults.Stopped as e:
+    sys.exit(e.exit_code)  # the loop has said what it saved.
+  except KeyboardInterrupt:  # Ctrl-C before the loop took the signal over: nothing to save.
+    print("error: interrupted before the first step; nothing was saved.", file=sys.stderr)
+    sys.exit(130)
   except (UserError, FloatingPointError) as e:
     _fail(str(e))
   except jax.errors.JaxRuntimeError as e:

@@ -1,7 +1,8 @@
-"""train_and_evaluate(config, workdir): mesh → state → data → loop → metrics.
+"""train_and_evaluate(config, workdir): plan → mesh → state → data → loop → metrics.
 
 The loop is the same for every scheme; `config.parallelism` and `config.mesh` only change the plan
-(hybrid_parallel.partitioning) that the mesh, the state's shardings and the step are built from.
+(hybrid_parallel.partitioning) that the mesh, the state's shardings and the step are built from
+(experiment.build).
 """
 
 import os
@@ -12,18 +13,12 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 from absl import logging
-from jax.sharding import NamedSharding
 
+import experiment
 import input_pipeline
+import validation
 from hybrid_parallel import mesh as mesh_lib
-from hybrid_parallel import checkpointing, faults, metric_writers, models, optim, partitioning
-from hybrid_parallel import profiling, schemes, step
-
-
-def _total_steps(config, steps_per_epoch: int) -> int:
-  if config.num_train_steps > 0:
-    return config.num_train_steps
-  return max(1, round(config.num_epochs * steps_per_epoch))
+from hybrid_parallel import checkpointing, faults, metric_writers, models, partitioning, profiling
 
 
 def evaluate(eval_step, variables, dataset, sharding, batch: int) -> dict[str, float]:
@@ -41,37 +36,39 @@ def evaluate(eval_step, variables, dataset, sharding, batch: int) -> dict[str, f
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[str, float]:
   """Trains `config` and writes metrics to `workdir`; returns the final eval metrics.
 
+  A workdir with checkpoints resumes from the newest; one whose run is finished is evaluated,
+  not trained.
+
   Raises:
     UserError: for a config, mesh or dataset that cannot work, before any training.
+    faults.Stopped: after SIGTERM or SIGINT, once the checkpoint of the step in flight is saved.
   """
-  plan = partitioning.plan(config.parallelism, config.mesh.data, config.mesh.model)
-  partitioning.check_batch(plan, config.global_batch_size, microbatches=config.microbatches)
-  partitioning.check_batch(plan, config.eval_batch_size, "eval_batch_size")
-  devices, note = mesh_lib.pick_devices(plan.data * plan.model)
+  validation.check_config(config, processes=jax.process_count())  # before any data is read.
+  devices, note = mesh_lib.pick_devices(config.mesh.data * config.mesh.model)
   if note:
     logging.warning(note)
-  mesh = schemes.make_mesh(config, plan, devices)
-  dataset = input_pipeline.load(config)
-
+  dataset = experiment.load_dataset(config)
   global_batch = config.global_batch_size
   steps_per_epoch = input_pipeline.steps_per_epoch(dataset, global_batch)
-  total_steps = _total_steps(config, steps_per_epoch)
-  schedule = optim.learning_rate_schedule(config, global_batch, steps_per_epoch, total_steps)
-  model, _, scheme = schemes.setup(config, plan, mesh, dataset.num_classes, dataset.channels,
-                                   schedule, abstract=True)
-  train_step = scheme.train_step
-  eval_step = step.make_eval_step(model, plan, mesh, scheme.eval_specs, config.eval_crops,
-                                  config.tune_xla_cpu)
-  batch_sharding = NamedSharding(mesh, plan.batch_spec)
+  total_steps = experiment.steps_to_train(config, steps_per_epoch)
+  run = experiment.build(config, num_classes=dataset.num_classes, channels=dataset.channels,
+                         steps_per_epoch=steps_per_epoch, total_steps=total_steps,
+                         devices=devices, abstract=True)
+  plan, mesh, scheme, schedule = run.plan, run.mesh, run.scheme, run.schedule
+  batch_sharding = run.batch_sharding
+  evaluated = jax.eval_shape(scheme.eval_variables, scheme.state)  # shapes only.
   logging.info("%s: %s on a %d×%d mesh of %s devices, global batch %d, %d steps (%d per epoch), "
                "%s parameters", config.model, config.parallelism, plan.data, plan.model,
                devices[0].platform, global_batch, total_steps, steps_per_epoch,
-               f"{models.count_params(scheme.eval_variables(scheme.state)['params']):,}")
+               f"{models.count_params(evaluated['params']):,}")
 
   checkpointer = checkpointing.Checkpointer(
       os.path.join(workdir, "checkpoints"), config.checkpoint_every_steps, config.checkpoint_keep,
       _run_description(config, plan))
   restored = checkpointer.restore_latest(scheme.state)
+  if restored and restored.step >= total_steps:
+    checkpointer.close()
+    return _report_finished(run, restored, dataset, config, workdir, total_steps)
   if restored:
     state, first_step = restored.state, restored.step
     logging.info("resumed from the checkpoint at step %d (written by %s on a %s mesh); the data "
@@ -80,13 +77,16 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
   else:
     state, first_step = scheme.init(), 0
   batches = input_pipeline.train_iterator(
-      dataset, batch_sharding, global_batch, config.seed, input_pipeline.start_position(
-          dataset, first_step, global_batch, restored.meta.get("data_position") if restored
-          else None))
+      dataset, batch_sharding, global_batch, seed=config.seed,
+      position=input_pipeline.start_position(
+          dataset, first_step, global_batch,
+          saved=restored.meta.get("data_position") if restored else None))
 
   is_logger = jax.process_index() == 0
-  writer = metric_writers.MetricWriter(workdir) if is_logger else None
+  writer = metric_writers.MetricWriter(workdir, first_step=first_step) if is_logger else None
   progress = metric_writers.Progress(total_steps, first_step)
+  chance = faults.ChanceWatch(dataset.num_classes,
+                              round(config.warmup_epochs * steps_per_epoch))
   watchdog = faults.Watchdog(config.step_timeout_s, _peer_hint())
   profiler = profiling.StepProfiler(workdir, first_step, config.profile_steps)
   last_checkpoint = restored.step if restored else None
@@ -95,12 +95,12 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
   eval_metrics = {}
   try:
     with jax.set_mesh(mesh), faults.Preemption() as preemption:
-      for s in range(first_step, total_steps):
+      for step in range(first_step, total_steps):
         images, labels, data_position = next(batches)
-        profiler.before(s)
-        state, metrics = train_step(state, images, labels)
-        profiler.after(s, metrics)
-        done = s + 1
+        profiler.before(step)
+        state, metrics = scheme.train_step(state, images, labels)
+        profiler.after(step, metrics)
+        done = step + 1
         if previous:
           # At most two steps in flight. Deeper queues gain nothing and can starve XLA:CPU's thread
           # pool when simulated devices block in a collective's rendezvous (a 40 s abort).
@@ -118,20 +118,19 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
           last_checkpoint = done
         if logging_row:
           _log_row(window, schedule, global_batch, time.perf_counter() - window_start, writer,
-                   progress)
+                   progress, chance)
           window, window_start = [], time.perf_counter()
         if stopping:
           checkpointer.wait()
-          logging.warning("SIGTERM: saved the checkpoint at step %d; exiting.", done)
-          return eval_metrics
+          stopped = faults.Stopped(preemption.received, done)
+          logging.warning("%s", stopped)
+          raise stopped
         if done % config.eval_every_steps == 0 or done == total_steps:
-          eval_metrics = evaluate(eval_step, scheme.eval_variables(state), dataset,
+          eval_metrics = evaluate(run.eval_step, scheme.eval_variables(state), dataset,
                                   batch_sharding, config.eval_batch_size)
           if is_logger:
             writer.write(done, eval_metrics)
-            logging.info("eval at step %d | loss %.4f | top-1 %.2f%% | top-5 %.2f%%", done,
-                         eval_metrics["eval_loss"], 100 * eval_metrics["eval_top1"],
-                         100 * eval_metrics["eval_top5"])
+            logging.info("eval at step %d | %s", done, _describe(eval_metrics))
           window_start = time.perf_counter()  # evaluation time is not training throughput.
   finally:
     profiler.close()
@@ -142,17 +141,36 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
   return eval_metrics
 
 
-def _check(step_: int, metrics, config, last_checkpoint) -> None:
+def _describe(eval_metrics: dict[str, float]) -> str:
+  return (f"loss {eval_metrics['eval_loss']:.4f} | top-1 {100 * eval_metrics['eval_top1']:.2f}% "
+          f"| top-5 {100 * eval_metrics['eval_top5']:.2f}%")
+
+
+def _report_finished(run: experiment.Experiment, restored, dataset, config, workdir: str,
+                     total_steps: int) -> dict[str, float]:
+  """A finished run started again: its final evaluation, from its last checkpoint; no training,
+  nothing written."""
+  with jax.set_mesh(run.mesh):
+    eval_metrics = evaluate(run.eval_step, run.scheme.eval_variables(restored.state), dataset,
+                            run.batch_sharding, config.eval_batch_size)
+  logging.info("the run in %s is finished (its checkpoint is at step %d of %d); nothing to "
+               "train. Its final evaluation: %s", workdir, restored.step, total_steps,
+               _describe(eval_metrics))
+  return eval_metrics
+
+
+def _check(step: int, metrics, config, last_checkpoint) -> None:
   """Stops at a non-finite step (unless skipping them); warns about a skipped one."""
   if config.skip_nonfinite_steps:
     if float(metrics["nonfinite_grads"]) > 0:
       logging.warning("step %d had non-finite gradients; skipped it (parameters unchanged).",
-                      step_)
+                      step)
     return
-  faults.check_finite(step_, jax.device_get(metrics), last_checkpoint)
+  faults.check_finite(step, jax.device_get(metrics), last_checkpoint)
 
 
-def _log_row(window, schedule, global_batch, seconds, writer, progress) -> None:
+def _log_row(window, schedule, global_batch, seconds, writer, progress,
+             chance: faults.ChanceWatch) -> None:
   """Writes the mean of the window's metrics (process 0) and a console line."""
   steps, metrics = zip(*window)
   metrics = jax.device_get(metrics)
@@ -162,6 +180,7 @@ def _log_row(window, schedule, global_batch, seconds, writer, progress) -> None:
   if writer:
     writer.write(steps[-1], row)
     progress.log(steps[-1], row)
+    chance.observe(steps[-1], row["train_loss"], row["learning_rate"])
 
 
 def _run_description(config, plan) -> dict:
@@ -169,6 +188,7 @@ def _run_description(config, plan) -> dict:
   return {"model": config.model, "dataset": config.dataset, "image_size": config.image_size,
           "input_shards": config.input_shards, "seed": config.seed,
           "global_batch_size": config.global_batch_size, "optimizer": config.optimizer,
+          "fc_updates_per_step": config.fc_updates_per_step,
           "state_kind": "replicas" if plan.scheme in partitioning.LOCAL_SGD else "synchronous",
           "parallelism": plan.scheme, "mesh": f"{plan.data}x{plan.model}"}
 

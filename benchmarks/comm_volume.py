@@ -1,50 +1,51 @@
 r"""Bytes and messages of every collective in one training step, read from the compiled HLO.
 
-  python benchmarks/comm_volume.py --config=configs/hybrid4.py [--paper_sizes]
-  python benchmarks/comm_volume.py --all --paper_sizes      # the README's table
+  python -m benchmarks.comm_volume --config=configs/hybrid4.py [--paper_sizes]
+  python -m benchmarks.comm_volume --all --paper_sizes     # docs/comm_volume.json
+
+--all: every Table-1 config and owt8 with XLA's psum, owt8 with Krizhevsky's FC passes (b) and
+(c) (`owt_variant`), and data4 with each of the papers' all-reduce algorithms (`grad_reduce`).
 
 For the config's scheme and mesh, compiles the real train step (abstract inputs: nothing is
-allocated or run), counts each collective kind with `hybrid_parallel.hlo_stats`, and prints one
-JSON object per config next to the analytic minimum of `hybrid_parallel.costmodel`.
+allocated or run), counts each collective kind with `hybrid_parallel.analysis.hlo_stats` and
+prints one JSON object per config next to the analytic minimum of
+`hybrid_parallel.analysis.costmodel`.
 --paper_sizes uses 224² inputs and 1000 classes (the papers' AlexNet) instead of the config's.
 """
 
+import importlib
 import json
 import os
-import sys
 
 from absl import app, flags
 from ml_collections import config_flags
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
+from benchmarks import tables
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Experiment config file.")
-_ALL = flags.DEFINE_bool("all", False, "Every Table-1 config and owt8; writes a Markdown table.")
+_ALL = flags.DEFINE_bool("all", False, "Every Table-1 config and owt8, and data4 with every "
+                         "grad_reduce; writes comm_volume.json.")
 _PAPER = flags.DEFINE_bool("paper_sizes", False, "224² inputs and 1000 classes.")
 _CLASSES = flags.DEFINE_integer("num_classes", 10, "Classifier width (without --paper_sizes).")
-_OUT = flags.DEFINE_string("out", "runs/comm_volume", "Where --all writes its table.")
+_OUT = flags.DEFINE_string("out", tables.DOCS, "Where --all writes comm_volume.json.")
 TABLE1 = ("single", "data2", "data4", "model2", "hybrid4", "owt8")
 
 
-def measure(config, paper_sizes: bool, num_classes: int) -> dict:
+def measure(config, *, paper_sizes: bool, num_classes: int) -> dict:
   """Compiles one config's train step and returns its traffic (HLO and analytic) as a dict."""
-  # Imported here: main() must set the CPU device count before anything queries the devices.
   import jax
   import jax.numpy as jnp
-  from jax.sharding import NamedSharding
-  from hybrid_parallel import costmodel, hlo_stats, models, optim, partitioning, schemes
+  import experiment
+  from hybrid_parallel import models
+  from hybrid_parallel.analysis import costmodel, hlo_stats
 
   image_size, classes = (224, 1000) if paper_sizes else (config.image_size, num_classes)
   config = config.copy_and_resolve_references()
   config.image_size = image_size
-  plan = partitioning.plan(config.parallelism, config.mesh.data, config.mesh.model)
-  partitioning.check_batch(plan, config.global_batch_size)
-  mesh = schemes.make_mesh(config, plan)
-  schedule = optim.learning_rate_schedule(config, config.global_batch_size, 100, 1000)
-  _, _, scheme = schemes.setup(config, plan, mesh, classes, 3, schedule, abstract=True)
+  run = experiment.build(config, num_classes=classes, channels=3, steps_per_epoch=100,
+                         total_steps=1000, abstract=True)
+  plan, scheme, sharding = run.plan, run.scheme, run.batch_sharding
   batch = config.global_batch_size
-  sharding = NamedSharding(mesh, plan.batch_spec)
   images = jax.ShapeDtypeStruct((batch, image_size, image_size, 3), jnp.float32,
                                 sharding=sharding)
   labels = jax.ShapeDtypeStruct((batch,), jnp.int32, sharding=sharding)
@@ -55,7 +56,7 @@ def measure(config, paper_sizes: bool, num_classes: int) -> dict:
   return {
       "scheme": config.parallelism, "mesh": [plan.data, plan.model], "model": config.model,
       "global_batch": batch, "image_size": image_size, "num_classes": classes,
-      "grad_reduce": config.grad_reduce,
+      "grad_reduce": config.grad_reduce, "owt_variant": config.owt_variant,
       "hlo": {kind: vars(s) for kind, s in stats.items() if s.ops},
       "hlo_bytes_per_device": sum(s.bytes_per_device for s in stats.values()),
       "hlo_busiest_device_bytes": hlo_stats.busiest_device_bytes(hlo, plan.data * plan.model),
@@ -67,41 +68,30 @@ def measure(config, paper_sizes: bool, num_classes: int) -> dict:
 
 def main(argv):
   del argv
+  import jax
   if not _ALL.value:
     if _CONFIG.value is None:
       raise app.UsageError("give --config=... or --all")
-    devices = _CONFIG.value.mesh.data * _CONFIG.value.mesh.model
-    import jax
-    jax.config.update("jax_num_cpu_devices", max(devices, 1))
-    print(json.dumps(measure(_CONFIG.value, _PAPER.value, _CLASSES.value)))
+    jax.config.update("jax_num_cpu_devices", _CONFIG.value.mesh.data * _CONFIG.value.mesh.model)
+    print(json.dumps(measure(_CONFIG.value, paper_sizes=_PAPER.value,
+                             num_classes=_CLASSES.value)))
     return
-  import importlib
-  import jax
+  from hybrid_parallel import collectives
   jax.config.update("jax_num_cpu_devices", 8)
+  runs = [(name, "psum", "a") for name in TABLE1]
+  runs += [("owt8", "psum", variant) for variant in ("b", "c")]  # Krizhevsky's FC passes.
+  runs += [(tables.COMM_VOLUME_ALGORITHMS_CONFIG, a, "a") for a in collectives.ALGORITHMS
+           if a != "psum"]
   rows = []
-  for name in TABLE1:
+  for name, algorithm, variant in runs:
     config = importlib.import_module(f"configs.{name}").get_config()
-    result = {"config": name, **measure(config, _PAPER.value, _CLASSES.value)}
+    config.grad_reduce, config.owt_variant = algorithm, variant
+    result = {"config": name, **measure(config, paper_sizes=_PAPER.value,
+                                        num_classes=_CLASSES.value)}
     print(json.dumps(result), flush=True)
     rows.append(result)
-  mb = lambda x: f"{x / 1e6:.1f}"
-  lines = ["| config | mesh | batch | HLO: all-reduce | all-gather | reduce-scatter | "
-           "collective-permute | HLO total MB | analytic MB (gradients + activations) |",
-           "|---|---|---|---|---|---|---|---|---|"]
-  for r in rows:
-    cell = lambda kind: (f"{mb(r['hlo'][kind]['bytes_per_device'])} ({r['hlo'][kind]['ops']})"
-                         if kind in r["hlo"] else "—")
-    a = r["analytic_bytes_per_device"]
-    lines.append(f"| {r['config']} | {r['mesh'][0]}×{r['mesh'][1]} | {r['global_batch']} | "
-                 f"{cell('all-reduce')} | {cell('all-gather')} | {cell('reduce-scatter')} | "
-                 f"{cell('collective-permute')} | {mb(r['hlo_bytes_per_device'])} | "
-                 f"{mb(a['total'])} ({mb(a['gradients'])} + {mb(a['activations'])}) |")
-  print("\n".join(lines))
-  os.makedirs(_OUT.value, exist_ok=True)
-  with open(os.path.join(_OUT.value, "comm_volume.md"), "w") as f:
-    f.write("\n".join(lines) + "\n")
-  with open(os.path.join(_OUT.value, "comm_volume.json"), "w") as f:
-    json.dump(rows, f, indent=1)
+  print(tables.comm_volume(rows) + "\n\n" + tables.comm_volume_algorithms(rows))
+  tables.publish(rows, os.path.join(_OUT.value, "comm_volume.json"))
 
 
 if __name__ == "__main__":

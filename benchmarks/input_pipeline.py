@@ -1,6 +1,6 @@
 r"""Images/s of the tfds input pipeline alone (no model), next to what a training step consumes.
 
-  python benchmarks/input_pipeline.py [--batches=30] [--out=docs/input_pipeline.json]
+  python -m benchmarks.input_pipeline [--batches=30] [--out=docs/input_pipeline.json]
 
 Two sources, both through the real tfds code path (`tfds.testing.mock_data`, no download):
   cifar     mocked cifar10: 32×32 PNGs, decoded once and cached, then pad-crop + flip per epoch
@@ -11,24 +11,26 @@ Two sources, both through the real tfds code path (`tfds.testing.mock_data`, no 
 Then one training step of the single-device `alexnet_owt` (224², float32) on this machine, and the
 rate 8 H100s would consume at a stated MFU, from the model's FLOPs per image.
 
-Prints one JSON object (and writes it to --out): per source the median images/s over --batches
-global batches of 256 after a warm-up, and the time the cache took to fill.
+Prints one JSON object and writes it to --out (docs/input_pipeline.md's table is made from it):
+per source the median images/s over --batches global batches of 256 after a warm-up, and the
+time the cache took to fill.
 """
 
 import json
 import os
-import sys
 import time
 
 from absl import app, flags
 
+from benchmarks import step_timing, tables
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
 
 _BATCHES = flags.DEFINE_integer("batches", 30, "Timed global batches per source.")
 _EXAMPLES = flags.DEFINE_integer("examples", 2048, "Mocked examples per input shard.")
 _TRAIN_STEPS = flags.DEFINE_integer("train_steps", 5, "Timed alexnet_owt steps (0: skip).")
-_OUT = flags.DEFINE_string("out", "", "Also write the JSON here.")
+_OUT = flags.DEFINE_string("out", os.path.join(tables.DOCS, "input_pipeline.json"),
+                           "Where the JSON goes.")
 
 GLOBAL_BATCH = 256
 H100_BF16_PEAK = 989e12  # FLOP/s, dense (REFERENCES.md)
@@ -72,7 +74,7 @@ def measure_pipeline(name: str, examples: int, batches: int) -> dict:
   import numpy as np
   import tensorflow as tf
   import tensorflow_datasets as tfds
-  import input_pipeline
+  import experiment
   from configs import default
 
   config = default.get_config()
@@ -92,7 +94,7 @@ def measure_pipeline(name: str, examples: int, batches: int) -> dict:
     mock = dict(as_dataset_fn=as_dataset)
   start = time.perf_counter()
   with tfds.testing.mock_data(**mock):
-    source = input_pipeline.load(config)
+    source = experiment.load_dataset(config)
   result = {"source": name, "image_size": config.image_size, "global_batch": GLOBAL_BATCH,
             "cached": source.spec.cache, "setup_s": round(time.perf_counter() - start, 1)}
   result.update(_rate(source, batches))
@@ -101,37 +103,22 @@ def measure_pipeline(name: str, examples: int, batches: int) -> dict:
 
 def measure_train_step(steps: int) -> dict:
   """Images/s of the single-device alexnet_owt training step, batch 32, 224², float32."""
-  import jax
   import numpy as np
-  from jax.sharding import NamedSharding
   from configs import default
-  from hybrid_parallel import optim, partitioning, schemes
 
-  config = default.get_config()
-  config.model, config.image_size, batch = "alexnet_owt", 224, 32
-  plan = partitioning.plan("single", 1, 1)
-  mesh = schemes.make_mesh(config, plan)
-  _, _, scheme = schemes.setup(config, plan, mesh, 1000, 3,
-                               optim.learning_rate_schedule(config, batch, 100, 1000))
-  sharding = NamedSharding(mesh, plan.batch_spec)
-  rng = np.random.default_rng(0)
-  images = jax.device_put(rng.standard_normal((batch, 224, 224, 3), np.float32), sharding)
-  labels = jax.device_put(rng.integers(0, 1000, batch).astype(np.int32), sharding)
-  state, times = scheme.state, []
-  with jax.set_mesh(mesh):
-    for i in range(steps + 1):
-      start = time.perf_counter()
-      state, metrics = scheme.train_step(state, images, labels)
-      jax.block_until_ready(metrics)
-      if i:  # the first call compiles
-        times.append(time.perf_counter() - start)
-  return {"model": "alexnet_owt", "devices": 1, "batch": batch,
-          "images_per_sec_median": round(batch / float(np.median(times)), 1), "steps": steps}
+  config = default.for_scheme("single", 1, 1, global_batch_size=32)
+  config.model, config.image_size = "alexnet_owt", 224
+  step, _, _, _, _ = step_timing.compile_step(config, 1000)
+  times = step_timing.time_steps(step, steps)
+  return {"model": "alexnet_owt", "devices": 1, "batch": config.global_batch_size,
+          "images_per_sec_median": round(config.global_batch_size / float(np.median(times)), 1),
+          "steps": steps}
 
 
 def main(argv):
   del argv
-  from hybrid_parallel import costmodel, models
+  from hybrid_parallel import models
+  from hybrid_parallel.analysis import costmodel
   flops = costmodel.training_flops_per_image(models.ARCHITECTURES["alexnet_owt"], 224, 1000)
   result = {
       "cpu_count": os.cpu_count(),
@@ -144,9 +131,7 @@ def main(argv):
           "images_per_sec": round(8 * H100_BF16_PEAK * CONVNET_MFU / flops)},
   }
   print(json.dumps(result, indent=1))
-  if _OUT.value:
-    with open(_OUT.value, "w") as f:
-      json.dump(result, f, indent=1)
+  tables.publish(result, _OUT.value)
 
 
 if __name__ == "__main__":

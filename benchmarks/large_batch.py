@@ -1,19 +1,33 @@
-r"""Accuracy vs global batch for each large-batch rule, at equal epochs (Goyal et al.'s question).
+r"""Accuracy vs global batch for each large-batch rule and model, at equal epochs (You et al.'s and
+Goyal et al.'s question on the real AlexNet).
 
-  python benchmarks/large_batch.py [--out=docs] [--batches=32,64,...] [--rules=none,linear,...]
+  python -m benchmarks.large_batch                       # the sweep (hours on a 2-core CPU)
+  python -m benchmarks.large_batch --grid                # the tuning grid at 8× the reference
+  python -m benchmarks.large_batch --quick               # minutes: a smoke run, not a result
 
-Every run starts from configs/large_batch.py (AlexNet-BN at tiny width on digits, reference batch
-32, 30 epochs, cosine decay, one device) and changes only the global batch and the rule:
+Every cell trains one model on digits at 64² on one device for --epochs epochs (equal for every
+batch) from the same base: reference batch 32 at η = --base_lr (Krizhevsky's 0.01), momentum 0.9,
+weight decay 5e-4, cosine decay, evaluation at the end. Only the global batch and the rule change:
 
-  none             the reference learning rate η at every batch size;
+  none             η at every batch size;
   linear           η × k for k = batch / 32 (Goyal et al.'s linear scaling rule), from step 0;
-  linear+warmup    the same, reached by a gradual warmup from η over 5 epochs;
-  lars             LARS (You et al. 2017) with linear scaling + warmup, at its own η (--lars_lr).
+  linear+warmup    the same, reached by a gradual warmup from η over --warmup_epochs;
+  lars             LARS (You et al. 2017) at its own η (--lars_lr) and trust coefficient
+                   (--lars_trust), linear scaling and the same warmup.
 
-Writes large_batch.csv (one row per run), large_batch.json (with the loss curves),
-large_batch.md (a table) and two PNGs — final test accuracy vs batch per rule, and the training
-loss vs epoch at the largest batch (as Goyal et al.'s figures) — to --out, and prints one JSON
-object per run as it finishes.
+Models (--models): `alexnet` (the 2012 net, LRN, no batch norm), `alexnet_owt` (one column, no
+LRN) and `alexnet_bn` (batch norm after every conv: the LARS paper's AlexNet-BN), all full width.
+
+--grid: at 8× the reference batch (256), `alexnet`: LARS's η × trust coefficient, and the warmup
+length for linear + warmup and for LARS — what a researcher would tune (LARS_GRID, WARMUP_GRID).
+
+Resumable: every finished cell is written to --out's large_batch.json at once, and a cell already
+there (same model, batch, rule and settings) is not run again. A cell that diverges to NaN is
+recorded as diverged at its step; one whose loss sits at chance after warmup is warned about by
+the training loop as it happens. Writes large_batch.json and .csv, and the PNGs
+large_batch_accuracy.png (test top-1 vs batch, per rule, per model) and large_batch_loss.png
+(training loss vs epoch at 8× the reference batch); docs/large_batch.md's tables are made from
+the JSON.
 """
 
 import csv
@@ -25,36 +39,97 @@ import time
 
 from absl import app, flags, logging
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
+from benchmarks import tables
 
-_OUT = flags.DEFINE_string("out", "docs", "Output directory.")
+_OUT = flags.DEFINE_string("out", tables.DOCS, "Output directory.")
+_MODELS = flags.DEFINE_list("models", ["alexnet", "alexnet_owt", "alexnet_bn"], "Models.")
 _BATCHES = flags.DEFINE_list("batches", ["32", "64", "128", "256", "512", "1024"],
                              "Global batch sizes.")
 _RULES = flags.DEFINE_list("rules", ["none", "linear", "linear+warmup", "lars"], "Rules.")
-_LARS_LR = flags.DEFINE_float("lars_lr", 0.1, "LARS's η at the reference batch.")
-_EPOCHS = flags.DEFINE_integer("epochs", 30, "Epochs per run (equal for every batch).")
+_EPOCHS = flags.DEFINE_integer("epochs", 15, "Epochs per run (equal for every batch).")
+_BASE_LR = flags.DEFINE_float("base_lr", 0.01, "SGD's η at the reference batch (32).")
+_WARMUP = flags.DEFINE_float("warmup_epochs", 3.0, "Warmup of the rules that have one.")
+_LARS_LR = flags.DEFINE_float("lars_lr", 2.0, "LARS's η at the reference batch.")
+_LARS_TRUST = flags.DEFINE_float("lars_trust", 0.001, "LARS's trust coefficient.")
+_GRID = flags.DEFINE_bool("grid", False, "Run the tuning grid at 8× the reference batch instead.")
+_QUICK = flags.DEFINE_bool("quick", False, "alexnet at batch 32 and 256, 2 epochs: a smoke run.")
 
-RULES = {
-    "none": dict(lr_scaling="none", warmup_epochs=0),
-    "linear": dict(lr_scaling="linear", warmup_epochs=0),
-    "linear+warmup": dict(lr_scaling="linear", warmup_epochs=5, warmup="gradual"),
-    "lars": dict(optimizer="lars", lr_scaling="linear", warmup_epochs=5, warmup="gradual"),
-}
+REFERENCE_BATCH = 32
+RULES = ("none", "linear", "linear+warmup", "lars")
+LARS_GRID = {"lars_lr": (0.5, 2.0, 8.0), "lars_trust": (0.001, 0.01)}
+WARMUP_GRID = (1.0, 3.0, 6.0)
 
 
-def run(config, train) -> dict:
-  """Trains `config`; returns its final eval metrics and its training-loss curve per log row."""
+def cell_config(model: str, batch: int, rule: str, *, epochs: int, base_lr: float,
+                warmup_epochs: float, lars_lr: float, lars_trust: float):
+  """The config of one cell (module docstring)."""
+  from configs import default
+  if rule not in RULES:
+    raise SystemExit(f"error: unknown rule {rule!r}; choose from {', '.join(RULES)}.")
+  config = default.for_scheme("single", 1, 1, global_batch_size=batch)
+  config.update(model=model, image_size=64, num_epochs=float(epochs),
+                reference_batch_size=REFERENCE_BATCH, base_learning_rate=base_lr,
+                lr_decay="cosine", lr_scaling="none" if rule == "none" else "linear",
+                eval_every_steps=10**9, checkpoint_every_steps=0, eval_batch_size=120)
+  if rule in ("linear+warmup", "lars"):
+    config.update(warmup_epochs=warmup_epochs, warmup="gradual")
+  if rule == "lars":
+    config.update(optimizer="lars", base_learning_rate=lars_lr,
+                  lars_trust_coefficient=lars_trust)
+  return config
+
+
+def cell_key(cell: dict) -> tuple:
+  """What identifies a cell: its part (sweep, grid or quick), model, batch, rule and every
+  setting that changes it."""
+  return tuple(cell[k] for k in ("part", "model", "global_batch", "rule", "epochs", "base_lr",
+                                 "warmup_epochs", "lars_lr", "lars_trust"))
+
+
+def run_cell(config, train) -> dict:
+  """Trains one cell; its final evaluation and training-loss curve, or where it diverged."""
+  from hybrid_parallel import faults
   with tempfile.TemporaryDirectory() as workdir:
     start = time.perf_counter()
-    final = train.train_and_evaluate(config, workdir)
+    diverged_at = None
+    try:
+      final = train.train_and_evaluate(config, workdir)
+    except faults.NonFiniteStep as e:
+      diverged_at, final = str(e).split(" at step ")[1].split(";")[0], None
     seconds = time.perf_counter() - start
     with open(os.path.join(workdir, "metrics.jsonl")) as f:
       rows = [json.loads(line) for line in f]
   curve = [(r["step"], r["train_loss"]) for r in rows if "train_loss" in r]
-  return {"eval_top1": round(final["eval_top1"], 4), "eval_loss": round(final["eval_loss"], 4),
+  return {"eval_top1": round(final["eval_top1"], 4) if final else None,
+          "eval_loss": round(final["eval_loss"], 4) if final else None,
+          "diverged_at_step": int(diverged_at) if diverged_at else None,
           "seconds": round(seconds, 1), "loss_steps": [s for s, _ in curve],
           "train_loss": [round(v, 4) for _, v in curve]}
+
+
+def cells(*, grid: bool, quick: bool):
+  """(part, model, batch, rule, settings) of every cell to run."""
+  base = dict(epochs=_EPOCHS.value, base_lr=_BASE_LR.value, warmup_epochs=_WARMUP.value,
+              lars_lr=_LARS_LR.value, lars_trust=_LARS_TRUST.value)
+  if quick:
+    for batch in (32, 256):
+      for rule in RULES:
+        yield "quick", "alexnet", batch, rule, dict(base, epochs=2)
+    return
+  if grid:
+    batch = 8 * REFERENCE_BATCH
+    for lars_lr in LARS_GRID["lars_lr"]:
+      for lars_trust in LARS_GRID["lars_trust"]:
+        yield "grid", "alexnet", batch, "lars", dict(base, lars_lr=lars_lr,
+                                                      lars_trust=lars_trust)
+    for warmup in WARMUP_GRID:
+      for rule in ("linear+warmup", "lars"):
+        yield "grid", "alexnet", batch, rule, dict(base, warmup_epochs=warmup)
+    return
+  for model in _MODELS.value:
+    for batch in map(int, _BATCHES.value):
+      for rule in _RULES.value:
+        yield "sweep", model, batch, rule, base
 
 
 def write_outputs(results, out: str) -> None:
@@ -62,85 +137,90 @@ def write_outputs(results, out: str) -> None:
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt
 
-  os.makedirs(out, exist_ok=True)
-  with open(os.path.join(out, "large_batch.json"), "w") as f:
-    json.dump(results, f, indent=1)
-  columns = ["rule", "global_batch", "steps", "peak_lr", "eval_top1", "eval_loss", "seconds"]
+  tables.publish(results, os.path.join(out, "large_batch.json"))
+  columns = ["model", "rule", "global_batch", "steps", "peak_lr", "epochs", "warmup_epochs",
+             "lars_lr", "lars_trust", "eval_top1", "eval_loss", "diverged_at_step", "seconds"]
   with open(os.path.join(out, "large_batch.csv"), "w", newline="") as f:
     writer = csv.DictWriter(f, columns, extrasaction="ignore")
     writer.writeheader()
     writer.writerows(results)
-  rules = list(dict.fromkeys(r["rule"] for r in results))
-  batches = sorted({r["global_batch"] for r in results})
-  top1 = {(r["rule"], r["global_batch"]): r["eval_top1"] for r in results}
-  lines = ["| global batch | " + " | ".join(rules) + " |", "|---" * (len(rules) + 1) + "|"]
-  lines += [f"| {b} | " + " | ".join(f"{100 * top1[r, b]:.2f}%" if (r, b) in top1 else "—"
-                                     for r in rules) + " |" for b in batches]
-  with open(os.path.join(out, "large_batch.md"), "w") as f:
-    f.write("\n".join(lines) + "\n")
-  print("\n".join(lines))
-
-  fig, ax = plt.subplots(figsize=(6, 4))
-  for rule in rules:
-    points = [(b, top1[rule, b]) for b in batches if (rule, b) in top1]
-    ax.plot([b for b, _ in points], [100 * a for _, a in points], marker="o", label=rule)
-  ax.set_xscale("log", base=2)
-  ax.set_xlabel("global batch")
-  ax.set_ylabel("test top-1 (%)")
-  ax.set_title("digits, alexnet_bn_tiny, equal epochs")
-  ax.grid(alpha=0.3)
-  ax.legend()
+  sweep = [r for r in results if r["part"] == "sweep"]
+  models = list(dict.fromkeys(r["model"] for r in sweep))
+  if not models:
+    return
+  fig, axes = plt.subplots(1, len(models), figsize=(4.5 * len(models), 4), sharey=True,
+                           squeeze=False)
+  for ax, model in zip(axes[0], models):
+    for rule in RULES:
+      points = sorted((r["global_batch"], 100 * (r["eval_top1"] or 0.0)) for r in sweep
+                      if r["model"] == model and r["rule"] == rule)
+      if points:
+        ax.plot(*zip(*points), marker="o", label=rule)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("global batch")
+    ax.set_title(f"{model}, digits, equal epochs")
+    ax.grid(alpha=0.3)
+  axes[0][0].set_ylabel("test top-1 (%)")
+  axes[0][0].legend()
   fig.tight_layout()
   fig.savefig(os.path.join(out, "large_batch_accuracy.png"), dpi=110)
 
-  fig, ax = plt.subplots(figsize=(6, 4))
-  for batch, style in ((batches[0], "--"), (batches[-1], "-")):
-    for i, rule in enumerate(rules):
-      r = next((r for r in results if r["rule"] == rule and r["global_batch"] == batch), None)
-      if r:
-        epochs = [s / r["steps_per_epoch"] for s in r["loss_steps"]]
-        ax.plot(epochs, r["train_loss"], style, color=f"C{i}", label=f"{rule}, batch {batch}")
-  ax.set_xlabel("epoch")
-  ax.set_ylabel("training loss")
-  ax.set_yscale("log")
-  ax.grid(alpha=0.3)
-  ax.legend(fontsize=8)
+  fig, axes = plt.subplots(1, len(models), figsize=(4.5 * len(models), 4), sharey=True,
+                           squeeze=False)
+  for ax, model in zip(axes[0], models):
+    for i, rule in enumerate(RULES):
+      for r in sweep:
+        if (r["model"], r["rule"], r["global_batch"]) == (model, rule, 8 * REFERENCE_BATCH):
+          epochs = [s / r["steps_per_epoch"] for s in r["loss_steps"]]
+          ax.plot(epochs, r["train_loss"], color=f"C{i}", label=rule)
+    ax.set_xlabel("epoch")
+    ax.set_title(f"{model}, batch {8 * REFERENCE_BATCH}")
+    ax.set_yscale("log")
+    ax.grid(alpha=0.3)
+  axes[0][0].set_ylabel("training loss")
+  axes[0][0].legend(fontsize=8)
   fig.tight_layout()
   fig.savefig(os.path.join(out, "large_batch_loss.png"), dpi=110)
 
 
 def main(argv):
   del argv
-  import input_pipeline
+  import experiment
   import train
-  from configs import large_batch
   from hybrid_parallel import optim
 
-  logging.set_verbosity(logging.WARNING)
-  for rule in _RULES.value:
-    if rule not in RULES:
-      raise SystemExit(f"error: unknown rule {rule!r}; choose from {', '.join(RULES)}.")
-  train_examples = None
+  logging.set_verbosity(logging.WARNING)  # the loop's warnings (divergence) still show.
+  path = os.path.join(_OUT.value, "large_batch.json")
   results = []
-  for batch in map(int, _BATCHES.value):
-    for rule in _RULES.value:
-      config = large_batch.get_config()
-      config.update(global_batch_size=batch, num_epochs=_EPOCHS.value, **RULES[rule])
-      if rule == "lars":
-        config.base_learning_rate = _LARS_LR.value
-      if train_examples is None:
-        train_examples = len(input_pipeline.load(config).x_train)
-      steps_per_epoch = train_examples // batch
-      config.log_every_steps = steps_per_epoch  # one loss point per epoch.
-      peak = optim.peak_learning_rate(config.base_learning_rate, batch,
-                                      config.reference_batch_size, config.lr_scaling)
-      result = {"rule": rule, "global_batch": batch, "steps_per_epoch": steps_per_epoch,
-                "steps": steps_per_epoch * config.num_epochs, "peak_lr": round(peak, 4),
-                **run(config, train)}
-      results.append(result)
-      print(json.dumps({k: v for k, v in result.items()
-                        if k not in ("loss_steps", "train_loss")}), flush=True)
-  write_outputs(results, _OUT.value)
+  if os.path.exists(path):
+    with open(path) as f:
+      results = [r for r in json.load(f) if "model" in r]
+  done = {cell_key(r) for r in results}
+  todo = [c for c in cells(grid=_GRID.value, quick=_QUICK.value)
+          if cell_key({"part": c[0], "model": c[1], "global_batch": c[2], "rule": c[3], **c[4]})
+          not in done]
+  start = time.perf_counter()
+  train_examples = None
+  for i, (part, model, batch, rule, settings) in enumerate(todo, start=1):
+    config = cell_config(model, batch, rule, **settings)
+    if train_examples is None:
+      train_examples = experiment.load_dataset(config).num_train
+    steps_per_epoch = train_examples // batch
+    config.log_every_steps = steps_per_epoch  # one loss point per epoch.
+    peak = optim.peak_learning_rate(config.base_learning_rate, batch,
+                                    reference_batch=config.reference_batch_size,
+                                    scaling=config.lr_scaling)
+    result = {"part": part, "model": model, "rule": rule, "global_batch": batch, **settings,
+              "steps_per_epoch": steps_per_epoch, "steps": steps_per_epoch * settings["epochs"],
+              "peak_lr": round(peak, 4), **run_cell(config, train)}
+    results.append(result)
+    print(json.dumps({k: v for k, v in result.items() if k not in ("loss_steps", "train_loss")}),
+          flush=True)
+    print(f"cell {i}/{len(todo)} done, {time.perf_counter() - start:.0f} s so far",
+          file=sys.stderr, flush=True)
+    write_outputs(results, _OUT.value)  # after every cell: a stopped sweep resumes from here.
+  print(tables.large_batch(results) + "\n\n" + tables.large_batch_grid(results))
+  print(f"{len(todo)} cells in {time.perf_counter() - start:.0f} s", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 r"""Test accuracy vs step on digits for model averaging periods and A-SGD n_sync values.
 
-  python benchmarks/local_sgd_convergence.py [--out=docs] [--model=alexnet_tiny]
+  python -m benchmarks.local_sgd_convergence [--out=docs] [--model=alexnet_tiny]
 
 Every run: 4 replicas (mesh 4 × 1), global batch 64 (16 per replica), the same data order and
 initialisation, `--epochs` epochs, test accuracy after every epoch. Runs:
@@ -10,20 +10,19 @@ initialisation, `--epochs` epochs, test accuracy after every epoch. Runs:
   rate of the synchronous run divided by 4, so that with n_sync = 1 the server's update equals the
   synchronous one (A-SGD adds the clients' updates; see hybrid_parallel/asgd.py); for n_sync > 1
   a second run uses a quarter of that rate.
-Writes local_sgd_convergence.json and .png to --out and prints one JSON object per run.
+Writes local_sgd_convergence.json (docs/schemes.md's table is made from it) and .png to --out
+and prints one JSON object per run.
 """
 
 import json
 import os
-import sys
 import tempfile
 
 from absl import app, flags, logging
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
+from benchmarks import tables
 
-_OUT = flags.DEFINE_string("out", "docs", "Output directory.")
+_OUT = flags.DEFINE_string("out", tables.DOCS, "Output directory.")
 _MODEL = flags.DEFINE_string("model", "alexnet_tiny", "Model name.")
 _EPOCHS = flags.DEFINE_integer("epochs", 16, "Epochs per run.")
 _PERIODS = flags.DEFINE_list("periods", ["1", "4", "16"], "Averaging periods (sync_every).")
@@ -74,9 +73,8 @@ def main(argv):
                     "eval_top1": [round(a, 4) for _, a in curve]})
     print(json.dumps({"run": label, "final_eval_top1": curve[-1][1]}), flush=True)
 
-  os.makedirs(_OUT.value, exist_ok=True)
-  with open(os.path.join(_OUT.value, "local_sgd_convergence.json"), "w") as f:
-    json.dump(results, f, indent=1)
+  print(tables.local_sgd_convergence(results))
+  tables.publish(results, os.path.join(_OUT.value, "local_sgd_convergence.json"))
   fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
   for ax, family in zip(axes, ("averaging", "asgd")):
     for r in results:

@@ -1,7 +1,7 @@
 r"""The single-device AlexNet training step here against PyTorch eager on the same CPU, as JSON.
 
   pip install torch==2.13.0      # optional, for this script only; not in requirements.txt
-  python benchmarks/pytorch_reference.py [--batch=32 --image_size=224 --rounds=7 --steps=3]
+  python -m benchmarks.pytorch_reference [--batch=32 --image_size=224 --rounds=7 --steps=3]
 
 Both sides train the one-column AlexNet (`alexnet_owt`, torchvision's layer sizes: 64-192-384-256-
 256 convs, 4096-4096 FC, 1000 classes, dropout 0.5) on one synthetic batch of 224² float32 images,
@@ -25,10 +25,9 @@ import time
 
 from absl import app, flags
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
+from benchmarks import step_timing, tables, torch_alexnet
 
-import step_timing  # noqa: E402  (benchmarks/, beside this script)
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 _BATCH = flags.DEFINE_integer("batch", 32, "Images per step.")
 _SIZE = flags.DEFINE_integer("image_size", 224, "Image side.")
@@ -39,40 +38,18 @@ _WARMUP = flags.DEFINE_integer("warmup", 2, "Untimed steps of each after its fir
 _WORKER = flags.DEFINE_enum("worker", None, ["jax", "torch"], "Internal: serve one framework's "
                              "step to the parent process.")
 _PAUSE = flags.DEFINE_float("pause_s", 0.5, "Idle seconds before each framework's turn.")
+_OUT = flags.DEFINE_string("out", None, "Also write the JSON here (docs/pytorch_reference.json, or "
+                           "docs/pytorch_reference_untuned.json with --notune_xla_cpu).")
 _TUNE = flags.DEFINE_bool("tune_xla_cpu", True, "Compile our step with xla_options' CPU options "
                           "(False: XLA's defaults, to measure what the options give).")
 
 
 def torch_step(batch: int, size: int, classes: int):
-  """PyTorch's training step for torchvision's AlexNet layout, as a no-argument callable."""
+  """PyTorch's eager CPU training step for torchvision's AlexNet layout, as a no-argument
+  callable, with PyTorch's version and thread count."""
   import torch
-  from torch import nn
-
-  # torchvision.models.alexnet, written out so that torchvision is not needed; its adaptive
-  # average pool is the identity at 224² (the feature map is already 6×6) and is left out.
-  model = nn.Sequential(
-      nn.Conv2d(3, 64, 11, stride=4, padding=2), nn.ReLU(inplace=True), nn.MaxPool2d(3, 2),
-      nn.Conv2d(64, 192, 5, padding=2), nn.ReLU(inplace=True), nn.MaxPool2d(3, 2),
-      nn.Conv2d(192, 384, 3, padding=1), nn.ReLU(inplace=True),
-      nn.Conv2d(384, 256, 3, padding=1), nn.ReLU(inplace=True),
-      nn.Conv2d(256, 256, 3, padding=1), nn.ReLU(inplace=True), nn.MaxPool2d(3, 2),
-      nn.Flatten(), nn.Dropout(0.5), nn.Linear(256 * 6 * 6, 4096), nn.ReLU(inplace=True),
-      nn.Dropout(0.5), nn.Linear(4096, 4096), nn.ReLU(inplace=True), nn.Linear(4096, classes))
-  model.train()
-  optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, weight_decay=5e-4)
-  generator = torch.Generator().manual_seed(0)
-  images = torch.randn(batch, 3, size, size, generator=generator)
-  labels = torch.randint(0, classes, (batch,), generator=generator)
-  loss_fn = nn.CrossEntropyLoss()
-
-  def step():
-    optimizer.zero_grad(set_to_none=True)
-    loss = loss_fn(model(images), labels)
-    loss.backward()
-    optimizer.step()
-    loss.item()
-
-  return step, torch.__version__, torch.get_num_threads()
+  return (torch_alexnet.make_step(batch, size, classes), torch.__version__,
+          torch.get_num_threads())
 
 
 def jax_step(batch: int, size: int, classes: int, tune_xla_cpu: bool):
@@ -120,8 +97,8 @@ def main(argv):
   # run once left our step ~10% slower for good here), which no user would see.
   forwarded = [f"--{f}={flags.FLAGS[f].value}" for f in ("batch", "image_size", "classes",
                                                           "warmup", "tune_xla_cpu")]
-  workers = {name: subprocess.Popen([sys.executable, os.path.abspath(__file__),
-                                     f"--worker={name}", *forwarded],
+  workers = {name: subprocess.Popen([sys.executable, "-m", "benchmarks.pytorch_reference",
+                                     f"--worker={name}", *forwarded], cwd=ROOT,
                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
              for name in ("jax", "torch")}
   info = {}
@@ -141,7 +118,7 @@ def main(argv):
     worker.stdin.close()
     worker.wait()
   rates = {name: batch / float(np.median(t)) for name, t in times.items()}
-  print(json.dumps({
+  result = {
       "model": "alexnet_owt", "global_batch": batch, "image_size": _SIZE.value,
       "classes": _CLASSES.value, "optimizer": "SGD momentum 0.9, weight decay 5e-4",
       "dtype": "float32", **info, "cpu_count": os.cpu_count(), "tune_xla_cpu": _TUNE.value,
@@ -153,7 +130,10 @@ def main(argv):
                         for q, p in (("p10", 10), ("median", 50), ("p90", 90))},
       "timed_steps_each": len(times["jax"]),
       "ratio": round(rates["jax"] / rates["torch"], 3),
-  }))
+  }
+  print(json.dumps(result))
+  if _OUT.value:
+    tables.publish(result, _OUT.value)
 
 
 if __name__ == "__main__":

@@ -1,12 +1,13 @@
-r"""Predicted scaling of AlexNet training from the α-β cost model (hybrid_parallel/costmodel.py).
+r"""Predicted scaling of AlexNet training from the α-β cost model (analysis/costmodel.py).
 
-  python benchmarks/scaling_model.py [--out=docs]
+  python -m benchmarks.scaling_model [--out=docs]
 
-Writes to --out:
-  scaling_model.json / .md   speedup vs N = 1…128 for the gradient all-reduce by parameter server,
+Writes to --out (and refreshes the tables of docs/communication.md):
+  scaling_model.json         speedup vs N = 1…128 for the gradient all-reduce by parameter server,
                              binomial tree, ring and butterfly (data parallel, 128 images per
-                             device, weak scaling), and Yadan et al.'s Table 1 on four GPUs of
-                             2013 beside the paper's days;
+                             device, weak scaling), Yadan et al.'s Table 1 on four GPUs of 2013
+                             beside the paper's days, and Krizhevsky 2014's owt schemes (a), (b),
+                             (c) on 8 K20s (costmodel.owt_step_time) beside his speed-ups;
   scaling_model.png          the speedup curves.
 
 Assumptions (stated, not measured; change them with the flags):
@@ -16,22 +17,21 @@ Assumptions (stated, not measured; change them with the flags):
     device and every per-device batch (no small-batch inefficiency), no compute/communication
     overlap.
   * the scaling curves: InfiniBand FDR as in FireCaffe, α = 5 µs, 6 GB/s (β = 1/6e9 s/B);
-  * Table 1: one PCIe 3.0 host, α = 10 µs, 12 GB/s per direction (β = 1/12e9 s/B).
+  * Table 1: one PCIe 3.0 host, α = 10 µs, 12 GB/s per direction (β = 1/12e9 s/B); the same
+    link for the 8 K20s of Krizhevsky 2014, whose compute rate his 1-GPU time implies (98.05 h
+    for 90 epochs of batch 128, one-column AlexNet: ≈ 1.4 TFLOP/s).
   γ (reduction arithmetic) = 1/100e9 s/B in both.
 """
 
-import json
 import os
-import sys
 
 from absl import app, flags
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
+from benchmarks import tables
+from hybrid_parallel import models, partitioning
+from hybrid_parallel.analysis import costmodel
 
-from hybrid_parallel import costmodel, models, partitioning  # noqa: E402
-
-_OUT = flags.DEFINE_string("out", "docs", "Output directory.")
+_OUT = flags.DEFINE_string("out", tables.DOCS, "Output directory.")
 _GBPS_CLUSTER = flags.DEFINE_float("cluster_gb_per_s", 6.0, "Cluster link bandwidth, GB/s.")
 _GBPS_PCIE = flags.DEFINE_float("pcie_gb_per_s", 12.0, "PCIe bandwidth, GB/s.")
 
@@ -56,13 +56,13 @@ def scaling_curves(arch, rate, link) -> dict:
   per_device = 128
   curves = {}
   for algorithm in ALGORITHMS:
-    base = costmodel.step_time(arch, partitioning.plan("single", 1, 1), per_device, 224, 1000,
+    base = costmodel.step_time(arch, partitioning.make_plan("single", 1, 1), per_device, 224, 1000,
                                rate, link, algorithm)["step_s"]
     curve = []
     for n in DEVICES:
       if algorithm == "butterfly" and n & (n - 1):
         continue
-      plan = partitioning.plan("data" if n > 1 else "single", n, 1)
+      plan = partitioning.make_plan("data" if n > 1 else "single", n, 1)
       t = costmodel.step_time(arch, plan, per_device * n, 224, 1000, rate, link,
                               algorithm)["step_s"]
       curve.append({"devices": n, "speedup": round(n * base / t, 2), "step_s": round(t, 4)})
@@ -79,7 +79,7 @@ def table1(arch, rate, link) -> list[dict]:
   steps = EPOCHS * IMAGENET_TRAIN / 256
   rows = []
   for name, (scheme, data, model) in TABLE1.items():
-    plan = partitioning.plan(scheme, data, model)
+    plan = partitioning.make_plan(scheme, data, model)
     t = costmodel.step_time(arch, plan, 256, 224, 1000, rate, link, "ring")
     days = t["step_s"] * steps / 86400
     sent = costmodel.traffic(arch, plan, 256, 224, 1000).total
@@ -96,6 +96,36 @@ def table1(arch, rate, link) -> list[dict]:
   return rows
 
 
+# Krizhevsky 2014, Table 1 (a secondary source; see REFERENCES): 8 K20 GPUs, batch 128 per
+# worker; one GPU took 98.05 h for 90 epochs; (conv batch, FC batch) speed-ups.
+K20_ONE_GPU_HOURS = 98.05
+K20_EPOCHS = 90
+KRIZHEVSKY_SPEEDUPS = {"(1024, 1024)": 6.25, "(1024, 128)": 6.16}
+
+
+def owt_variants(arch, link) -> dict:
+  """Predicted speed-ups of owt on 8 GPUs of 2014 (K20, one PCIe host) for schemes (a), (b) and
+  (c), beside Krizhevsky's: the compute rate is the one his 1-GPU time implies."""
+  rate = (costmodel.training_flops_per_image(arch, 224, 1000) * IMAGENET_TRAIN * K20_EPOCHS /
+          (K20_ONE_GPU_HOURS * 3600))
+  one = costmodel.step_time(arch, partitioning.make_plan("single", 1, 1), 128, 224, 1000, rate,
+                            link)["step_s"]
+  plan = partitioning.make_plan("owt", 1, 8)
+  rows = []
+  for variant, updates, batches in (("a", 1, "(1024, 1024)"), ("b", 1, "(1024, 1024)"),
+                                    ("c", 1, "(1024, 1024)"), ("b", 8, "(1024, 128)"),
+                                    ("c", 8, "(1024, 128)")):
+    t = costmodel.owt_step_time(arch, plan, 1024, 224, 1000, rate, link, variant=variant,
+                                fc_updates_per_step=updates)
+    rows.append({"variant": variant, "fc_updates_per_step": updates,
+                 "batches (conv, FC)": batches, "step_s": round(t["step_s"], 4),
+                 "exposed_communication_s": round(t["communication_s"], 4),
+                 "predicted_speedup": round(8 * one / t["step_s"], 2),
+                 "krizhevsky_speedup": KRIZHEVSKY_SPEEDUPS[batches]})
+  return {"flops_per_second": rate, "link": vars(link), "one_gpu_step_s": round(one, 4),
+          "rows": rows}
+
+
 def main(argv):
   del argv
   import matplotlib
@@ -108,30 +138,11 @@ def main(argv):
   pcie = costmodel.Link("PCIe 3.0", 1e-5, 1 / (_GBPS_PCIE.value * 1e9), 1e-11)
   result = {"flops_per_second": rate, "cluster_link": vars(cluster), "pcie_link": vars(pcie),
             "speedup_vs_devices": scaling_curves(arch, rate, cluster),
-            "yadan_table1": table1(arch, rate, pcie)}
-  print(json.dumps(result))
-  os.makedirs(_OUT.value, exist_ok=True)
-  with open(os.path.join(_OUT.value, "scaling_model.json"), "w") as f:
-    json.dump(result, f, indent=1)
-
-  lines = ["| devices | " + " | ".join(ALGORITHMS) + " |", "|---" * (len(ALGORITHMS) + 1) + "|"]
-  for n in DEVICES:
-    cells = []
-    for algorithm in ALGORITHMS:
-      points = [p["speedup"] for p in result["speedup_vs_devices"][algorithm] if p["devices"] == n]
-      cells.append(f"{points[0]:.1f}" if points else "—")
-    lines.append(f"| {n} | " + " | ".join(cells) + " |")
-  lines += ["", "| Yadan et al. Table 1 | mesh | MB per device and step | predicted days | "
-            "paper days | predicted speed-up | paper speed-up | bandwidth the paper implies |",
-            "|---|---|---|---|---|---|---|---|"]
-  lines += [f"| {r['configuration']} | {r['mesh']} | {r['mb_per_device']} | "
-            f"{r['predicted_days']} | {r['paper_days']} | {r['predicted_speedup']} | "
-            f"{r['paper_speedup']} | "
-            f"{'—' if r['implied_gb_per_s'] is None else str(r['implied_gb_per_s']) + ' GB/s'} |"
-            for r in result["yadan_table1"]]
-  with open(os.path.join(_OUT.value, "scaling_model.md"), "w") as f:
-    f.write("\n".join(lines) + "\n")
-  print("\n".join(lines))
+            "yadan_table1": table1(arch, rate, pcie),
+            "owt_variants_k20": owt_variants(models.ARCHITECTURES["alexnet_owt"], pcie)}
+  print(tables.scaling_model(result) + "\n\n" + tables.scaling_model_yadan(result) + "\n\n" +
+        tables.scaling_model_owt(result))
+  tables.publish(result, os.path.join(_OUT.value, "scaling_model.json"))
 
   fig, ax = plt.subplots(figsize=(6, 4.2))
   ax.plot(DEVICES, DEVICES, color="0.7", linestyle=":", label="linear")

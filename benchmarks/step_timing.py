@@ -1,13 +1,17 @@
 """Timing a config's training step: compile it on synthetic data, time calls, the FLOP/s peak.
 
-Shared by throughput.py and pytorch_reference.py (no flags here, so both can import it).
+Shared by the benchmarks that time steps (no flags here, so any of them can import it).
 """
 
 import time
 
-# Stated dense peaks (FLOP/s) by device kind and dtype (REFERENCES.md; H200 = H100 compute).
-GPU_PEAKS = {"H100": {"float32": 67e12, "bfloat16": 989e12},
-             "H200": {"float32": 67e12, "bfloat16": 989e12}}
+# Stated dense peaks (FLOP/s) by device kind and compute dtype (REFERENCES.md; the H200 has the
+# H100 SXM's arithmetic). float32 is charged at the TF32 tensor-core peak: XLA's default
+# precision on NVIDIA GPUs lets cuDNN and cuBLAS run float32 convolutions and matmuls in TF32
+# (plain float32 arithmetic peaks at 67 TFLOP/s).
+GPU_PEAKS = {"H100": {"float32": 495e12, "bfloat16": 989e12},
+             "H200": {"float32": 495e12, "bfloat16": 989e12}}
+PEAK_NAMES = {"float32": "TF32", "bfloat16": "bfloat16"}
 
 
 def cpu_gemm_flops(n: int = 2048, repeats: int = 10) -> float:
@@ -26,42 +30,50 @@ def cpu_gemm_flops(n: int = 2048, repeats: int = 10) -> float:
   return 2 * n**3 / min(times)
 
 
-def peak(devices, dtype: str, cpu_flops: float | None) -> tuple[float, str]:
+def peak(devices, dtype: str, cpu_flops: float | None) -> tuple[float | None, str]:
+  """The FLOP/s an MFU is measured against, and where the figure comes from."""
   kind = devices[0].device_kind
   for name, peaks in GPU_PEAKS.items():
     if name in kind:
-      return peaks[dtype] * len(devices), f"stated {name} {dtype} dense peak × {len(devices)}"
-  return cpu_flops, "measured float32 GEMM rate of this CPU (best 2048² matmul, all cores)"
+      return (peaks[dtype] * len(devices),
+              f"stated {name} dense {PEAK_NAMES[dtype]} peak × {len(devices)}")
+  if devices[0].platform == "cpu":
+    return cpu_flops, "measured float32 GEMM rate of this CPU (best 2048² matmul, all cores)"
+  return None, f"no stated peak for {kind!r} (add it to step_timing.GPU_PEAKS)"
 
 
-def compile_step(config, num_classes: int):
+def compile_step(config, num_classes: int, *, compiler_options: dict | None = None):
   """The config's train step compiled on synthetic data, as a no-argument callable.
+
+  `compiler_options` are added to the step's own (compiler_options.py) for this compile.
 
   Returns (step, compile_s, compiled, plan, devices): each `step()` runs one training step on the
   same synthetic batch and waits for it; the state is carried from call to call.
   """
   import jax
   import numpy as np
-  from jax.sharding import NamedSharding
-  from hybrid_parallel import optim, partitioning, schemes
+  import experiment
+  import input_pipeline
 
-  plan = partitioning.plan(config.parallelism, config.mesh.data, config.mesh.model)
   batch = config.global_batch_size
-  partitioning.check_batch(plan, batch, microbatches=config.microbatches)
-  devices = jax.devices()[:plan.data * plan.model]
-  mesh = schemes.make_mesh(config, plan, devices)
-  schedule = optim.learning_rate_schedule(config, batch, 100, 1000)
-  _, _, scheme = schemes.setup(config, plan, mesh, num_classes, 3, schedule)
-  sharding = NamedSharding(mesh, plan.batch_spec)
-  rng = np.random.default_rng(0)
+  run = experiment.build(config, num_classes=num_classes, channels=3, steps_per_epoch=100,
+                         total_steps=1000, abstract=True)
+  plan, mesh, scheme, sharding = run.plan, run.mesh, run.scheme, run.batch_sharding
+  devices = list(mesh.devices.flat)
   size = config.image_size
-  images = jax.device_put(rng.standard_normal((batch, size, size, 3), np.float32), sharding)
-  labels = jax.device_put(rng.integers(0, num_classes, batch).astype(np.int32), sharding)
+  # This process's rows only (all of them in one process; a mocked multi-host topology sees one
+  # host's share), assembled into the global batch as the input pipeline does.
+  rows = input_pipeline.process_rows(batch)
+  rng = np.random.default_rng(0)
+  images = rng.standard_normal((batch, size, size, 3), np.float32)[rows]
+  labels = rng.integers(0, num_classes, batch).astype(np.int32)[rows]
+  images, labels = input_pipeline.to_global(sharding, images, labels, global_batch=batch)
   with jax.set_mesh(mesh):
     start = time.perf_counter()
-    compiled = scheme.train_step.lower(scheme.state, images, labels).compile()
+    compiled = scheme.train_step.lower(scheme.state, images, labels).compile(
+        compiler_options or None)
     compile_s = time.perf_counter() - start
-  state = scheme.state
+  state = scheme.init()
 
   def step():
     nonlocal state

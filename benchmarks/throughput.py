@@ -1,7 +1,7 @@
 r"""Training throughput of one config: images/s, step time, MFU and bytes moved, as JSON.
 
-  python benchmarks/throughput.py --config=configs/hybrid4.py [--config.backend=gspmd]
-  python benchmarks/throughput.py --all          # Table-1 configs + owt8, every backend
+  python -m benchmarks.throughput --config=configs/hybrid4.py [--config.backend=gspmd]
+  python -m benchmarks.throughput --all          # Table-1 configs + owt8, every backend
 
 Synthetic data (random images and labels at the config's image size; `--num_classes`), a warm-up
 of `--warmup` steps after the compile, then `--steps` timed steps, each waited for. Prints one JSON
@@ -19,36 +19,34 @@ float32 GEMM rate measured in the same run (best of ten 2048² matmuls, XLA:CPU 
 core) — the CPU is one machine however many devices are simulated on it, so its peak is not
 multiplied.
 
---all writes docs/throughput.{json,md} and docs/throughput.png, with each config's step time
-per image relative to `single` (on a shared CPU, the overhead of the parallel machinery: 1.0 =
-none).
+--all writes docs/throughput.json and docs/throughput.png and refreshes the table of
+docs/performance.md, with each config's step time per image relative to `single` (on a shared
+CPU, the overhead of the parallel machinery: 1.0 = none).
 """
 
+import importlib
 import json
 import os
-import sys
 
 from absl import app, flags
 from ml_collections import config_flags
 
-import step_timing  # benchmarks/, beside this script
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
+from benchmarks import step_timing, tables
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Experiment config file.")
 _ALL = flags.DEFINE_bool("all", False, "Table-1 configs and owt8 under every backend.")
 _STEPS = flags.DEFINE_integer("steps", 10, "Timed steps.")
 _WARMUP = flags.DEFINE_integer("warmup", 2, "Untimed steps after the compile.")
 _CLASSES = flags.DEFINE_integer("num_classes", 10, "Classifier width.")
-_OUT = flags.DEFINE_string("out", "docs", "Where --all writes throughput.{json,md,png}.")
+_OUT = flags.DEFINE_string("out", tables.DOCS, "Where --all writes throughput.{json,png}.")
 TABLE1 = ("single", "data2", "data4", "model2", "hybrid4", "owt8")
-BACKENDS = ("explicit", "gspmd", "pmap")  # pmap: only the configs of pmap_step.SCHEMES.
+
 
 def measure(config, cpu_flops: float | None) -> dict:
   """Compiles and times one config's train step on synthetic data."""
   import numpy as np
-  from hybrid_parallel import costmodel, hlo_stats, models
+  from hybrid_parallel import models
+  from hybrid_parallel.analysis import costmodel, hlo_stats
 
   step, compile_s, compiled, plan, devices = step_timing.compile_step(config, _CLASSES.value)
   step_timing.time_steps(step, _WARMUP.value)
@@ -77,33 +75,19 @@ def measure(config, cpu_flops: float | None) -> dict:
   }
 
 
-def _table(rows) -> str:
-  # Time per image relative to single's under the same backend.
-  single = {r["backend"]: r["step_time_ms"]["median"] / r["global_batch"] for r in rows
-            if r["config"] == "single"}
-  lines = ["| config | backend | mesh | batch | images/s | step ms (median, p10–p90) | per image "
-           "vs single | MFU | busiest device MB/step | compile s |", "|---" * 10 + "|"]
-  for r in rows:
-    t = r["step_time_ms"]
-    ratio = t["median"] / r["global_batch"] / single[r["backend"]]
-    lines.append(f"| {r['config']} | {r['backend']} | {r['mesh'][0]}×{r['mesh'][1]} | "
-                 f"{r['global_batch']} | {r['images_per_sec']} | {t['median']} ({t['p10']}–"
-                 f"{t['p90']}) | {ratio:.2f} | {100 * r['mfu']:.1f}% | "
-                 f"{r['hlo_busiest_device_bytes'] / 1e6:.1f} | {r['compile_s']} |")
-  return "\n".join(lines)
-
-
 def _plot(rows, path: str) -> None:
   import matplotlib
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt
+  from hybrid_parallel.steps import common
   fig, ax = plt.subplots(figsize=(9, 4))
-  width = 0.8 / len(BACKENDS)
-  for i, backend in enumerate(BACKENDS):
+  width = 0.8 / len(common.BACKENDS)
+  for i, backend in enumerate(common.BACKENDS):
     ours = [(TABLE1.index(r["config"]), r["images_per_sec"]) for r in rows
             if r["backend"] == backend]
     ax.bar([j + i * width for j, _ in ours], [v for _, v in ours], width, label=backend)
-  ax.set_xticks([j + width * (len(BACKENDS) - 1) / 2 for j in range(len(TABLE1))], TABLE1)
+  ax.set_xticks([j + width * (len(common.BACKENDS) - 1) / 2 for j in range(len(TABLE1))],
+                TABLE1)
   ax.set_ylabel("training images/s")
   ax.set_title(f"AlexNet training throughput ({rows[0]['platform']}, {rows[0]['image_size']}²)")
   ax.legend()
@@ -113,7 +97,6 @@ def _plot(rows, path: str) -> None:
 
 def main(argv):
   del argv
-  import importlib
   import jax
   jax.config.update("jax_num_cpu_devices", 8)
   cpu_flops = step_timing.cpu_gemm_flops() if jax.devices()[0].platform == "cpu" else None
@@ -125,24 +108,22 @@ def main(argv):
         config_flags.get_config_filename(flags.FLAGS["config"])))[0]
     print(json.dumps(result))
     return
-  from hybrid_parallel import pmap_step
+  from hybrid_parallel.errors import UserError
+  from hybrid_parallel.steps import common
   rows = []
-  for backend in BACKENDS:
+  for backend in common.BACKENDS:
     for name in TABLE1:
       config = importlib.import_module(f"configs.{name}").get_config()
-      if backend == "pmap" and config.parallelism not in pmap_step.SCHEMES:
-        continue
+      try:
+        common.check_backend(backend, scheme=config.parallelism)
+      except UserError:
+        continue  # pmap runs single and data only.
       config.backend = backend
       result = dict(measure(config, cpu_flops), config=name)
       print(json.dumps(result), flush=True)
       rows.append(result)
-  table = _table(rows)
-  print(table)
-  os.makedirs(_OUT.value, exist_ok=True)
-  with open(os.path.join(_OUT.value, "throughput.json"), "w") as f:
-    json.dump(rows, f, indent=1)
-  with open(os.path.join(_OUT.value, "throughput.md"), "w") as f:
-    f.write(table + "\n")
+  print(tables.throughput(rows))
+  tables.publish(rows, os.path.join(_OUT.value, "throughput.json"))
   _plot(rows, os.path.join(_OUT.value, "throughput.png"))
 
 

@@ -24,30 +24,43 @@ def get_config() -> ml_collections.ConfigDict:
   # parameters, gradients, optimiser state, normalisation statistics and logits stay float32).
   config.dtype = "float32"
   # Compile the steps with the XLA:CPU options that made them faster on a CPU (see
-  # hybrid_parallel/xla_options.py); False: XLA's defaults. No effect on GPU or TPU.
+  # hybrid_parallel/compiler_options.py); False: XLA's defaults. No effect on GPU or TPU.
   config.tune_xla_cpu = True
+  # How the max-pools are computed: argmax (an elementwise gradient written for XLA:CPU),
+  # reduce_window (XLA's own gradient) or auto (what was measured fastest on the platform;
+  # hybrid_parallel/layers.py). The same numbers either way.
+  config.max_pool = "auto"
 
   # How the synchronous step is partitioned: explicit (jax.shard_map; every collective written
-  # out), gspmd (the same PartitionSpecs given to jax.jit, XLA inserting the collectives;
-  # hybrid_parallel/gspmd.py) or pmap (single / data only: the Flax examples' jax.pmap step;
-  # hybrid_parallel/pmap_step.py).
+  # out), gspmd (the same PartitionSpecs given to jax.jit, XLA inserting the collectives) or
+  # pmap (single / data only: the Flax examples' jax.pmap step); hybrid_parallel/steps/.
   config.backend = "explicit"
-  # Parallelism: single, data, model, hybrid or owt (see hybrid_parallel/partitioning.py).
+  # Parallelism: single, data, model, hybrid, owt, averaging or asgd (the table of
+  # hybrid_parallel/partitioning.py).
   config.parallelism = "single"
   # The device mesh: batch split `data` ways, filters / neurons split `model` ways.
   config.mesh = ml_collections.ConfigDict({"data": 1, "model": 1})
+  # owt only: how the FC layers run (Krizhevsky 2014; hybrid_parallel/steps/variable_batch.py):
+  # a — every model device gathers its data group's conv features and runs its FC slice on the
+  # whole batch; b — K passes (K = mesh.model), in pass k worker k's rows go to every worker;
+  # c — K passes, each mixing a K-th of every worker's rows.
+  config.owt_variant = "a"
+  # b / c: 1 — one FC update per step from the gradients of all K passes (the same update as a);
+  # K (= mesh.model) — an FC update after every pass: the FC layers train at batch
+  # global_batch_size / K, the conv layers at global_batch_size (the "variable batch size").
+  config.fc_updates_per_step = 1
   # How gradients are summed over the batch axes: psum (XLA's all-reduce), ring, tree, butterfly
   # or parameter_server (built from ppermute; see hybrid_parallel/collectives.py).
   config.grad_reduce = "psum"
   # averaging (Su, Chen & Morgan): mix the replicas' parameters every sync_every steps by
-  # average_method (allreduce, ring, butterfly, hopping_ring; see hybrid_parallel/averaging.py),
+  # average_method (allreduce, ring, butterfly, hopping_ring; hybrid_parallel/local_sgd/),
   # momentum buffers too when average_momentum.
   config.sync_every = 1
   config.average_method = "allreduce"
   config.average_momentum = True
   # asgd (Paine et al. 2013): clients push their updates every n_push and fetch the server's
   # parameters every n_fetch steps (Paine et al.: both = n_sync), at staggered phases when
-  # asgd_stagger; the first warm_start_steps train client 0 alone (see hybrid_parallel/asgd.py).
+  # asgd_stagger; the first warm_start_steps train client 0 alone (hybrid_parallel/local_sgd/).
   config.n_push = 1
   config.n_fetch = 1
   config.asgd_stagger = True

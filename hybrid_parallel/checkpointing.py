@@ -19,7 +19,9 @@ one before it; if none can be read, one UserError says so.
 """
 
 import dataclasses
+import logging as std_logging
 import os
+import sys
 
 import jax
 import numpy as np
@@ -31,7 +33,11 @@ from hybrid_parallel.errors import UserError
 
 # Fields of the meta item that must agree for a checkpoint to continue the same run.
 _SAME_RUN = ("model", "dataset", "image_size", "input_shards", "seed", "global_batch_size",
-             "optimizer", "state_kind")
+             "optimizer", "fc_updates_per_step", "state_kind")
+
+
+class CheckpointWriteError(UserError):
+  """A checkpoint could not be written (a full disk, an unwritable directory, ...)."""
 
 
 @dataclasses.dataclass
@@ -55,6 +61,7 @@ class Checkpointer:
     if keep < 1:
       raise UserError(f"checkpoint keep must be at least 1, got {keep}.")
     metric_writers.quiet_info_from("orbax")
+    _ignore_callbacks_into_closed_event_loops()
     self.every_steps = every_steps
     self.meta = dict(meta)
     options = ocp.CheckpointManagerOptions(max_to_keep=keep, create=True,
@@ -62,6 +69,8 @@ class Checkpointer:
     # orbax needs an absolute path.
     self.manager = ocp.CheckpointManager(os.path.abspath(directory), options=options,
                                          item_names=("state", "meta"))
+    self._in_flight = None  # the step of a save not yet known to be on disk.
+    self._failed = False
 
   def due(self, step: int) -> bool:
     return self.every_steps > 0 and step % self.every_steps == 0
@@ -71,21 +80,58 @@ class Checkpointer:
 
     `data_position` is the input pipeline's position after the step (JSON: an int or a list);
     the step itself when not given.
+
+    Raises:
+      CheckpointWriteError: this save, or the one before it, could not be written.
     """
     if step in self.manager.all_steps():
       return
     position = step if data_position is None else data_position
-    self.manager.save(step, args=ocp.args.Composite(
-        state=ocp.args.StandardSave(state),
-        meta=ocp.args.JsonSave(dict(self.meta, step=step, data_position=position))))
+    try:
+      # orbax reports a failed asynchronous save here, at the next save (or in `wait`).
+      self.manager.save(step, args=ocp.args.Composite(
+          state=ocp.args.StandardSave(state),
+          meta=ocp.args.JsonSave(dict(self.meta, step=step, data_position=position))))
+    except Exception as e:  # noqa: BLE001 — OSError, or orbax's wrapping of one.
+      raise self._write_error(self._in_flight or step, e) from None
+    self._in_flight = step
 
   def wait(self) -> None:
-    """Blocks until every started save is committed to disk."""
-    self.manager.wait_until_finished()
+    """Blocks until every started save is committed to disk.
+
+    Raises:
+      CheckpointWriteError: a save could not be written.
+    """
+    try:
+      self.manager.wait_until_finished()
+    except Exception as e:  # noqa: BLE001
+      raise self._write_error(self._in_flight, e) from None
+    self._in_flight = None
 
   def close(self) -> None:
-    self.manager.wait_until_finished()
-    self.manager.close()
+    """Waits for the saves in flight (a started checkpoint is never lost) and closes. After a
+    failed save has been reported, closes quietly: the report stands."""
+    try:
+      if not self._failed:
+        self.wait()
+    finally:
+      try:
+        self.manager.close()
+      except Exception:  # noqa: BLE001 — its save's failure is what was reported.
+        if not self._failed:
+          raise
+
+  def _write_error(self, step: int | None, error: Exception) -> CheckpointWriteError:
+    self._failed = True
+    # The failed save's other writes end as asyncio tasks whose errors nobody retrieves; asyncio
+    # would log each, with its traceback, when it is collected. The one report below says it all.
+    std_logging.getLogger("asyncio").setLevel(std_logging.CRITICAL)
+    self.manager.reload()
+    committed = [s for s in self.manager.all_steps() if s != step]
+    kept = (f"the checkpoint at step {max(committed)} is still the latest" if committed
+            else "there is no earlier checkpoint")
+    return CheckpointWriteError(f"the checkpoint at step {step} could not be written to "
+                                f"{self.manager.directory} ({_first_line(error)}); {kept}.")
 
   def restore_latest(self, abstract_state) -> Restored | None:
     """The newest readable checkpoint, resharded to `abstract_state`'s shardings; None if none.
@@ -123,6 +169,28 @@ class Checkpointer:
                         f"with {key} {meta[key]!r}, but this run has {self.meta.get(key)!r}; use "
                         f"another workdir to start a new run.")
 
+def _ignore_callbacks_into_closed_event_loops() -> None:
+  """Silences tensorstore's late callbacks into orbax's closed event loop.
+
+  When an asynchronous save fails (a full disk), orbax closes the save's event loop while
+  tensorstore still completes the other writes of that save from its own threads; each completion
+  then raises RuntimeError("Event loop is closed") where nobody can catch it, and Python prints it
+  as an unraisable exception — dozens of tracebacks around the one sentence that reports the
+  failure. Only that exact error is dropped; every other unraisable exception still goes to the
+  hook that was installed before.
+  """
+  previous = sys.unraisablehook
+  if getattr(previous, "ignores_closed_event_loops", False):
+    return
+
+  def hook(unraisable):
+    error = unraisable.exc_value
+    if isinstance(error, RuntimeError) and str(error) == "Event loop is closed":
+      return
+    previous(unraisable)
+
+  hook.ignores_closed_event_loops = True
+  sys.unraisablehook = hook
 
 
 def _first_line(e: Exception) -> str:

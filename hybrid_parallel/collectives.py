@@ -2,10 +2,11 @@
 
 Call these inside a `jax.shard_map` with `check_vma=False`: the ppermute algorithms leave values
 that are equal on every device but that JAX's replication typing cannot prove equal (see
-`step.py`, which runs the reduction in such a region after the checked gradient computation).
+`steps/explicit.py`, which runs the reduction in such a region after the checked gradient
+computation).
 
 Algorithms (p devices on the axis, n elements; costs in the α-β model of Thakur, Rabenseifner &
-Gropp 2005, with `costmodel.py` holding the formulas):
+Gropp 2005, with `analysis/costmodel.py` holding the formulas):
 
   psum              XLA's own all-reduce (whatever the backend chooses).
   ring              reduce-scatter then all-gather around a ring: 2(p−1) messages of n/p each per

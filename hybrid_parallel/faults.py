@@ -1,4 +1,4 @@
-"""Surviving faults: preemption (SIGTERM), non-finite steps, and processes that stop answering."""
+"""Surviving faults: preemption and Ctrl-C, non-finite steps, processes that stop answering."""
 
 import os
 import signal
@@ -10,35 +10,58 @@ import numpy as np
 from absl import logging
 
 
-class Preemption:
-  """SIGTERM → `requested` becomes True (the loop then saves and exits 0); a second one exits now.
+class Stopped(Exception):
+  """Training stopped at a signal after saving a checkpoint at `step` (see `Preemption`)."""
 
-  Use as a context manager around the training loop; the previous handler is put back on exit.
+  def __init__(self, signum: int, step: int):
+    self.signum, self.step = signum, step
+    super().__init__(f"{signal.Signals(signum).name}: saved the checkpoint at step {step}; "
+                     f"exiting.")
+
+  @property
+  def exit_code(self) -> int:
+    """0 after SIGTERM (a preemption handled as asked: schedulers restart such jobs); 130 after
+    SIGINT (Ctrl-C), as a shell reports an interrupted program."""
+    return 0 if self.signum == signal.SIGTERM else 128 + self.signum
+
+
+class Preemption:
+  """SIGTERM or SIGINT (Ctrl-C) → `received` holds it; the loop then finishes the step in flight,
+  saves a checkpoint and stops (`Stopped`). A second such signal exits at once, saving nothing.
+
+  Use as a context manager around the training loop; the previous handlers are put back on exit.
   Only the main thread can install signal handlers; elsewhere (a notebook's worker thread) this
   does nothing.
   """
+  SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
   def __init__(self):
-    self.requested = False
-    self._previous = None
+    self.received: int | None = None
+    self._previous = {}
+
+  @property
+  def requested(self) -> bool:
+    return self.received is not None
 
   def _handle(self, signum, frame):
     del frame
-    if self.requested:
-      print("error: a second SIGTERM arrived; exiting now without saving.", file=sys.stderr,
+    name = signal.Signals(signum).name
+    if self.received is not None:
+      print(f"error: a second {name} arrived; exiting now without saving.", file=sys.stderr,
             flush=True)
       os._exit(128 + signum)
-    self.requested = True
-    logging.warning("SIGTERM: finishing the step in flight, then saving a checkpoint and exiting.")
+    self.received = signum
+    logging.warning("%s: finishing the step in flight, then saving a checkpoint and exiting.",
+                    name)
 
   def __enter__(self):
     if threading.current_thread() is threading.main_thread():
-      self._previous = signal.signal(signal.SIGTERM, self._handle)
+      self._previous = {s: signal.signal(s, self._handle) for s in self.SIGNALS}
     return self
 
   def __exit__(self, *exc):
-    if self._previous is not None:
-      signal.signal(signal.SIGTERM, self._previous)
+    for signum, previous in self._previous.items():
+      signal.signal(signum, previous)
 
 
 class NonFiniteStep(FloatingPointError):
@@ -57,6 +80,36 @@ def check_finite(step: int, metrics: dict, last_checkpoint: int | None) -> None:
           else "no checkpoint had been written")
   raise NonFiniteStep(f"{what} at step {step}; {kept} (config.skip_nonfinite_steps skips such "
                       f"steps instead).")
+
+
+class ChanceWatch:
+  """Says once when the training loss sits at chance level after warmup: a run that diverged
+  without a NaN (the loss of a uniform guess is ln C for C classes).
+
+  `observe(step, loss, learning_rate)` after every logged training row; after `rows` rows in a
+  row past `warmup_steps` within `tolerance` of ln C, it logs one warning naming the step and the
+  learning rate, and returns True (that once).
+  """
+
+  def __init__(self, num_classes: int, warmup_steps: int, *, rows: int = 3,
+               tolerance: float = 0.02):
+    self.chance = float(np.log(num_classes))
+    self.warmup_steps, self.rows, self.tolerance = warmup_steps, rows, tolerance
+    self._streak, self._said = 0, False
+
+  def observe(self, step: int, loss: float, learning_rate: float) -> bool:
+    if self._said or step <= self.warmup_steps:
+      return False
+    at_chance = abs(loss - self.chance) <= self.tolerance * self.chance
+    self._streak = self._streak + 1 if at_chance else 0
+    if self._streak < self.rows:
+      return False
+    self._said = True
+    logging.warning("the training loss is %.4f at step %d, chance level (ln %d = %.4f) for %d "
+                    "logged rows after warmup, at learning rate %.4g: the run has probably "
+                    "diverged (a lower rate, a longer warmup or LARS may help).", loss, step,
+                    round(np.exp(self.chance)), self.chance, self.rows, learning_rate)
+    return True
 
 
 class Watchdog:

@@ -79,10 +79,9 @@ def overlapping_max_pool(x_BHWC: jax.Array) -> jax.Array:
   The same values and gradient as `nn.max_pool(x, (3, 3), strides=(2, 2))` (each window's
   gradient goes to its first maximum in row-major order), with the gradient written for the CPU:
   XLA:CPU turns reduce_window's gradient into an arg-max reduce-window and a scatter that run on
-  one core, 10–30× slower than the elementwise form here and a fifth of a whole AlexNet step at
-  224² (benchmarks/max_pool.py, docs/benchmarks.md). The forward pass records each window's
-  arg-max as an int8, so the backward pass needs neither the input nor any comparison of
-  recomputed floats.
+  one core, many times slower than the elementwise form here (benchmarks/max_pool.py; figures in
+  docs/performance.md). The forward pass records each window's arg-max as an int8, so the
+  backward pass needs neither the input nor any comparison of recomputed floats.
   """
   return _pool_with_argmax(x_BHWC)[0]
 
@@ -141,6 +140,22 @@ def _max_pool_backward(residuals, g_BhwC):
 
 
 overlapping_max_pool.defvjp(_max_pool_forward, _max_pool_backward)
+
+# How the 3×3 / 2 max-pool is computed: "argmax" (`overlapping_max_pool`, the elementwise gradient
+# written for XLA:CPU) or "reduce_window" (flax's `nn.max_pool`, XLA's own gradient). Both give
+# the same values and gradients bit for bit (tests/models_test.py).
+MAX_POOLS = ("argmax", "reduce_window")
+# What "auto" picks on each platform: what was measured fastest there (docs/performance.md). GPU
+# and TPU have not been measured yet (benchmarks/accelerator.py times both); until then they keep
+# the implementation the tests and every measured figure used.
+MAX_POOL_BY_PLATFORM = {"cpu": "argmax", "gpu": "argmax", "tpu": "argmax"}
+
+
+def max_pool(x_BHWC: jax.Array, implementation: str = "argmax") -> jax.Array:
+  """Krizhevsky et al.'s overlapping 3×3 / 2 max-pool, computed as `implementation` says."""
+  if implementation == "reduce_window":
+    return nn.max_pool(x_BHWC, (3, 3), strides=(2, 2))
+  return overlapping_max_pool(x_BHWC)
 
 
 class ShardedConv(nn.Module):

@@ -1,9 +1,9 @@
-"""The ("data", "model") device mesh: names, construction and validation."""
+"""The ("data", "model") device mesh: names, construction, validation, and shardings on it."""
 
 from collections.abc import Sequence
 
 import jax
-from jax.sharding import AxisType, Mesh
+from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec
 
 from hybrid_parallel.errors import UserError
 
@@ -59,3 +59,9 @@ def pick_devices(needed: int) -> tuple[list[jax.Device], str | None]:
   cpus = jax.devices("cpu")
   return cpus, (f"{len(default)} {default[0].platform} device(s) cannot hold a {needed}-device "
                 f"mesh; running on {len(cpus)} CPU devices instead.")
+
+
+def shardings(mesh: Mesh, specs):
+  """The tree of `NamedSharding`s on `mesh` for a tree of PartitionSpecs (same structure)."""
+  return jax.tree.map(lambda spec: NamedSharding(mesh, spec), specs,
+                      is_leaf=lambda x: isinstance(x, PartitionSpec))

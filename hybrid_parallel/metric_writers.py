@@ -11,11 +11,19 @@ from tensorboardX import SummaryWriter
 
 def quiet_info_from(library: str) -> None:
   """Drops the INFO lines logged from files under `library` (orbax: a dozen per checkpoint;
-  tfds: several per split read); its warnings and errors still show."""
+  tfds: several per split read); its warnings and errors still show, one line each — without
+  the tracebacks its background threads attach (the caller reports the failure itself, in one
+  sentence)."""
 
   def keep(record) -> bool:
+    if f"{os.sep}{library}" not in record.pathname:
+      return True
     # std logging's levels (absl's constants differ: its WARNING is 1).
-    return record.levelno >= std_logging.WARNING or f"{os.sep}{library}" not in record.pathname
+    if record.levelno < std_logging.WARNING:
+      return False
+    record.exc_info, record.exc_text, record.stack_info = None, None, None
+    record.msg, record.args = str(record.getMessage()).splitlines()[0], ()
+    return True
 
   keep.library = library
   for handler in (*std_logging.root.handlers, logging.get_absl_handler().python_handler):
@@ -23,13 +31,42 @@ def quiet_info_from(library: str) -> None:
       handler.addFilter(keep)
 
 
-class MetricWriter:
-  """Appends each row to metrics.jsonl and to TensorBoard (only process 0 should create one)."""
+def drop_rows_after(path: str, step: int) -> int:
+  """Removes the rows of metrics.jsonl at `path` logged after `step`, rewriting it atomically
+  (a crash leaves the old file or the new one, never half of one). Returns how many went."""
+  if not os.path.exists(path):
+    return 0
+  with open(path) as f:
+    lines = f.readlines()
+  kept = [line for line in lines if line.strip() and json.loads(line)["step"] <= step]
+  if len(kept) == len(lines):
+    return 0
+  temporary = f"{path}.tmp"
+  with open(temporary, "w") as f:
+    f.writelines(kept)
+    f.flush()
+    os.fsync(f.fileno())
+  os.replace(temporary, path)
+  return len(lines) - len(kept)
 
-  def __init__(self, workdir: str):
+
+class MetricWriter:
+  """Appends each row to metrics.jsonl and to TensorBoard (only process 0 should create one).
+
+  A run that resumes at `first_step` continues both records from there: rows and events that an
+  interrupted run logged after its last checkpoint are dropped (`drop_rows_after`; TensorBoard's
+  purge step), so that every step appears once.
+  """
+
+  def __init__(self, workdir: str, *, first_step: int = 0):
     os.makedirs(workdir, exist_ok=True)
-    self._jsonl = open(os.path.join(workdir, "metrics.jsonl"), "a")
-    self._tensorboard = SummaryWriter(logdir=workdir)
+    path = os.path.join(workdir, "metrics.jsonl")
+    dropped = drop_rows_after(path, first_step)
+    if dropped:
+      logging.info("dropped %d metrics row(s) logged after step %d, which this run repeats.",
+                   dropped, first_step)
+    self._jsonl = open(path, "a")
+    self._tensorboard = SummaryWriter(logdir=workdir, purge_step=first_step + 1)
 
   def write(self, step: int, row: dict[str, float]) -> None:
     self._jsonl.write(json.dumps({"step": step, **row}) + "\n")

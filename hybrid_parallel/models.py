@@ -91,7 +91,7 @@ ARCHITECTURES = {
 
 @dataclasses.dataclass(frozen=True)
 class Layout:
-  """How a scheme splits the network over the "model" axis (see `partitioning.plan`).
+  """How a scheme splits the network over the "model" axis (see `partitioning.make_plan`).
 
   Attributes:
     conv_shards: ways each conv layer's filters are split (model/hybrid: the model-axis size).
@@ -143,6 +143,7 @@ class AlexNet(nn.Module):
     dtype: the compute dtype of convolutions, matmuls and the activations between them (and so
       of the activation collectives); parameters, gradients, normalisation statistics and logits
       stay float32 (mixed precision).
+    max_pool: how the max-pools are computed (`layers.MAX_POOLS`; the same numbers either way).
   """
   arch: Architecture
   num_classes: int
@@ -150,45 +151,57 @@ class AlexNet(nn.Module):
   dropout_rate: float = 0.5
   sync_batch_norm: bool = False
   dtype: jnp.dtype = jnp.float32
+  max_pool: str = "argmax"
 
   @nn.compact
-  def __call__(self, x_BHWC: jax.Array, *, example_ids_B: jax.Array,
-               dropout_key: jax.Array | None = None) -> jax.Array:
-    """Returns the logits of this device's examples (model-invariant).
+  def __call__(self, x: jax.Array, *, example_ids_B: jax.Array,
+               dropout_key: jax.Array | None = None, stage: str = "all") -> jax.Array:
+    """Returns the logits of this device's examples (model-invariant), or one stage's output.
 
     Args:
-      x_BHWC: this device's images.
-      example_ids_B: the global batch position of each image; it seeds the dropout masks.
+      x: this device's images (NHWC) — or, for `stage = "classifier"`, rows of flattened conv
+        features (as `stage = "features"` returns them).
+      example_ids_B: the global batch position of each image (or feature row); it seeds the
+        dropout masks.
       dropout_key: the step's dropout key; None evaluates (no dropout, batch norm with its
         running statistics).
+      stage: "all" — the network; "features" — the conv stages only: this device's flattened
+        features `[B, F]`, before any exchange of rows over "model"; "classifier" — the FC layers
+        only, on the rows `x`. The stages let a step route feature rows between them (the
+        variable-batch passes of steps/variable_batch.py).
     """
     m_conv, m_fc = self.layout.conv_shards, self.layout.fc_shards
-    local_columns = max(1, self.arch.columns // m_conv)
-    x = x_BHWC.astype(self.dtype)
-    for i, c in enumerate(self.arch.convs):
-      if i > 0 and not c.within_column and m_conv > 1:
-        # This layer sees every channel of the previous one: exchange activations (Yadan et al.).
-        x = layers.gather_over_model(x, axis=-1)
-      x = layers.ShardedConv(c.features, c.kernel, c.stride, c.padding, shards=m_conv,
-                             groups=local_columns if c.within_column else 1,
-                             use_bias=not self.arch.batch_norm, dtype=self.dtype, name=c.name)(x)
-      if self.arch.batch_norm:
-        x = layers.BatchNorm(self.layout.conv_batch_axes, self.sync_batch_norm,
-                             name=f"{c.name}_bn")(x, train=dropout_key is not None)
-      x = nn.relu(x)
-      if c.lrn:
-        x = layers.local_response_norm(x, local_columns)
-      if c.pool:
-        x = layers.overlapping_max_pool(x)
-    if m_conv > 1:
-      x = layers.gather_over_model(x, axis=-1)
     ids = example_ids_B
-    if self.layout.conv_batch_over_model:
-      # One weird trick: data parallel below, model parallel above; every model device now takes
-      # the whole batch of its data shard (Krizhevsky 2014, scheme (a)).
-      x = layers.gather_over_model(x, axis=0)
-      ids = layers.replicate_over_model(ids, axis=0)
-    x = x.reshape(x.shape[0], -1)
+    if stage != "classifier":
+      local_columns = max(1, self.arch.columns // m_conv)
+      x = x.astype(self.dtype)
+      for i, c in enumerate(self.arch.convs):
+        if i > 0 and not c.within_column and m_conv > 1:
+          # This layer sees every channel of the previous one: exchange activations (Yadan et
+          # al.).
+          x = layers.gather_over_model(x, axis=-1)
+        x = layers.ShardedConv(c.features, c.kernel, c.stride, c.padding, shards=m_conv,
+                               groups=local_columns if c.within_column else 1,
+                               use_bias=not self.arch.batch_norm, dtype=self.dtype,
+                               name=c.name)(x)
+        if self.arch.batch_norm:
+          x = layers.BatchNorm(self.layout.conv_batch_axes, self.sync_batch_norm,
+                               name=f"{c.name}_bn")(x, train=dropout_key is not None)
+        x = nn.relu(x)
+        if c.lrn:
+          x = layers.local_response_norm(x, local_columns)
+        if c.pool:
+          x = layers.max_pool(x, self.max_pool)
+      if m_conv > 1:
+        x = layers.gather_over_model(x, axis=-1)
+      x = x.reshape(x.shape[0], -1)
+      if stage == "features":
+        return x
+      if self.layout.conv_batch_over_model:
+        # One weird trick: data parallel below, model parallel above; every model device now
+        # takes the whole batch of its data shard (Krizhevsky 2014, scheme (a)).
+        x = layers.gather_over_model(x, axis=0)
+        ids = layers.replicate_over_model(ids, axis=0)
 
     *hidden_names, classifier_name = self.arch.fc_names()
     for layer_index, (name, width) in enumerate(zip(hidden_names, self.arch.hidden)):
@@ -206,20 +219,25 @@ class AlexNet(nn.Module):
 DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
 
 
-def build(name: str, num_classes: int, layout: Layout = Layout(), image_size: int | None = None,
-          dropout_rate: float = 0.5, sync_batch_norm: bool = False,
-          dtype: str = "float32") -> AlexNet:
+def build(name: str, num_classes: int, layout: Layout = Layout(), *,
+          image_size: int | None = None, dropout_rate: float = 0.5,
+          sync_batch_norm: bool = False, dtype: str = "float32",
+          max_pool: str = "argmax") -> AlexNet:
   """Looks up `name` in the registry, checks `layout` against it, returns the module."""
   if name not in ARCHITECTURES:
     raise UserError(f"unknown model {name!r}; choose one of {', '.join(ARCHITECTURES)}.")
   if dtype not in DTYPES:
     raise UserError(f"unknown dtype {dtype!r}; choose one of {', '.join(DTYPES)}.")
+  if max_pool not in layers.MAX_POOLS:
+    raise UserError(f"unknown max_pool {max_pool!r}; choose one of "
+                    f"{', '.join(layers.MAX_POOLS)} (or auto).")
   arch = ARCHITECTURES[name]
   check_layout(name, arch, layout, image_size or arch.image_size)
-  return AlexNet(arch, num_classes, layout, dropout_rate, sync_batch_norm, DTYPES[dtype])
+  return AlexNet(arch, num_classes, layout, dropout_rate, sync_batch_norm, DTYPES[dtype],
+                 max_pool)
 
 
-def input_shape(name: str, image_size: int | None, channels: int, batch: int = 1):
+def input_shape(name: str, image_size: int | None, channels: int, *, batch: int = 1):
   """Shape of a batch of `batch` images for model `name` (NHWC)."""
   size = image_size or ARCHITECTURES[name].image_size
   return (batch, size, size, channels)

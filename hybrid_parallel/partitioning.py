@@ -3,7 +3,7 @@
 A `Plan` says, for one scheme on one mesh:
   * the model `Layout` (what each device computes),
   * the PartitionSpec of every parameter (`param_specs`) and of the batch (`batch_spec`),
-  * the mesh axes over which each parameter's gradient is summed (`grad_reduce_axes`): exactly the
+  * the mesh axes over which each parameter's gradient is summed (`grad_axes`): exactly the
     axes over which that layer's *batch* is split.
 
 Scheme by scheme (mesh data × model; D, M the axis sizes):
@@ -16,8 +16,9 @@ Scheme by scheme (mesh data × model; D, M the axis sizes):
                gradients summed over both axes; FC stages: batch over "data", neurons over
                "model", gradients summed over "data" (Krizhevsky 2014).
   averaging, asgd
-          D×1  batch over "data"; each replica keeps its own parameters (stacked over "data", see
-               local_sgd.py); no gradient sum — replicas meet by averaging or a parameter server.
+          D×1  batch over "data"; each replica keeps its own parameters (stacked over "data",
+               see local_sgd/core.py); no gradient sum: replicas meet by averaging or at a
+               parameter server.
 """
 
 import dataclasses
@@ -55,7 +56,7 @@ class Plan:
     return self.data * (self.model if MODEL in self.conv_batch_axes else 1)
 
 
-def plan(scheme: str, data: int, model: int) -> Plan:
+def make_plan(scheme: str, data: int, model: int) -> Plan:
   """The plan of `scheme` on a `data × model` mesh; one clear UserError if they do not fit."""
   if scheme not in SCHEMES:
     raise UserError(f"unknown parallelism {scheme!r}; choose one of {', '.join(SCHEMES)}.")
@@ -76,21 +77,21 @@ def plan(scheme: str, data: int, model: int) -> Plan:
               conv_batch_axes=data_axes, fc_batch_axes=data_axes)
 
 
-def check_batch(plan_: Plan, global_batch: int, what: str = "global_batch_size",
+def check_batch(plan: Plan, global_batch: int, *, what: str = "global_batch_size",
                 microbatches: int = 1) -> None:
   """Raises a UserError unless the batch splits evenly over the plan's batch axes (and each
   device's share into `microbatches` slices)."""
   if microbatches < 1:
     raise UserError(f"microbatches must be at least 1, got {microbatches}.")
-  if global_batch < 1 or global_batch % plan_.batch_divisor:
+  if global_batch < 1 or global_batch % plan.batch_divisor:
     raise UserError(f"{what} {global_batch} cannot be split evenly over the "
-                    f"{plan_.batch_divisor} devices that share the batch in scheme "
-                    f"{plan_.scheme!r} ({plan_.data}×{plan_.model}); use a multiple of "
-                    f"{plan_.batch_divisor}.")
-  if global_batch // plan_.batch_divisor % microbatches:
-    raise UserError(f"each device's {global_batch // plan_.batch_divisor} examples cannot be "
+                    f"{plan.batch_divisor} devices that share the batch in scheme "
+                    f"{plan.scheme!r} ({plan.data}×{plan.model}); use a multiple of "
+                    f"{plan.batch_divisor}.")
+  if global_batch // plan.batch_divisor % microbatches:
+    raise UserError(f"each device's {global_batch // plan.batch_divisor} examples cannot be "
                     f"split into {microbatches} microbatches; use a {what} that is a multiple of "
-                    f"{plan_.batch_divisor * microbatches}.")
+                    f"{plan.batch_divisor * microbatches}.")
 
 
 def _is_conv(path: tuple[str, ...]) -> bool:
@@ -102,11 +103,11 @@ def layer_group(path) -> str:
   return "conv" if _is_conv(_param_keys(path)) else "fc"
 
 
-def sharded_axes(plan_: Plan, classifier: str):
+def sharded_axes(plan: Plan, classifier: str):
   """`(path, leaf) -> axes`: the mesh axes a parameter is split over (its shards make the whole)."""
 
   def axes(path, leaf) -> tuple[str, ...]:
-    spec = _spec(_param_keys(path), len(leaf.shape), plan_, classifier)
+    spec = _spec(_param_keys(path), len(leaf.shape), plan, classifier)
     return tuple(a for entry in spec if entry
                  for a in ((entry,) if isinstance(entry, str) else entry))
 
@@ -117,13 +118,13 @@ def _is_classifier(path: tuple[str, ...], classifier: str) -> bool:
   return path[0] == classifier
 
 
-def _spec(path: tuple[str, ...], ndim: int, plan_: Plan, classifier: str) -> P:
+def _spec(path: tuple[str, ...], ndim: int, plan: Plan, classifier: str) -> P:
   is_bias = ndim == 1
   if _is_conv(path):
-    if plan_.layout.conv_shards == 1:
+    if plan.layout.conv_shards == 1:
       return P()  # conv kernel[H, W, I, O] / bias[O]: whole on every device.
     return P(MODEL) if is_bias else P(None, None, None, MODEL)  # filters O split over "model".
-  if plan_.layout.fc_shards == 1:
+  if plan.layout.fc_shards == 1:
     return P()  # dense kernel[I, O] / bias[O]: whole.
   if _is_classifier(path, classifier):
     return P() if is_bias else P(MODEL, None)  # classifier kernel[I, C]: input rows split.
@@ -140,24 +141,24 @@ def _param_keys(path) -> tuple[str, ...]:
   return keys[1:] if keys and keys[0] == "params" else keys
 
 
-def param_specs(params, plan_: Plan, classifier: str):
+def param_specs(params, plan: Plan, classifier: str):
   """The PartitionSpec of every parameter (a tree like `params`; leaves may be shape structs)."""
   return jax.tree_util.tree_map_with_path(
-      lambda path, p: _spec(_param_keys(path), len(p.shape), plan_, classifier), params)
+      lambda path, p: _spec(_param_keys(path), len(p.shape), plan, classifier), params)
 
 
-def grad_axes(path, plan_: Plan) -> tuple[str, ...]:
+def grad_axes(path, plan: Plan) -> tuple[str, ...]:
   """The mesh axes the gradient of the parameter at `path` is summed over."""
-  return plan_.conv_batch_axes if _is_conv(_param_keys(path)) else plan_.fc_batch_axes
+  return plan.conv_batch_axes if _is_conv(_param_keys(path)) else plan.fc_batch_axes
 
 
-def map_with_grad_axes(fn, tree, plan_: Plan):
+def map_with_grad_axes(fn, tree, plan: Plan):
   """Applies `fn(leaf, axes)` to every parameter-shaped leaf, `axes` being its `grad_axes`."""
-  return jax.tree_util.tree_map_with_path(lambda path, x: fn(x, grad_axes(path, plan_)), tree,
+  return jax.tree_util.tree_map_with_path(lambda path, x: fn(x, grad_axes(path, plan)), tree,
                                           is_leaf=lambda x: isinstance(x, P))
 
 
-def partial_grad_specs(param_specs_, plan_: Plan):
+def partial_grad_specs(param_specs_, plan: Plan):
   """Specs of per-device partial gradients, stacked on a new leading axis over their grad axes.
 
   A gradient whose parameter is `kernel[I, O]` with spec P(None, "model") and grad axes ("data",)
@@ -165,4 +166,4 @@ def partial_grad_specs(param_specs_, plan_: Plan):
   own row, so no communication happens until the chosen algorithm sums the rows.
   """
   return map_with_grad_axes(lambda spec, axes: P(axes, *spec) if axes else spec, param_specs_,
-                            plan_)
+                            plan)

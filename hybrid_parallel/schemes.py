@@ -1,7 +1,8 @@
 """One entry point for every scheme: its initial state, train step and the parameters to evaluate.
 
-The synchronous schemes (single, data, model, hybrid, owt) share `train_state` + `step`; the
-local-SGD schemes (averaging, asgd) share `local_sgd` and differ in their sync.
+The synchronous schemes (single, data, model, hybrid, owt) share `train_state` and the step of
+one of the backends in `steps/`; the local-SGD schemes (averaging, asgd) share `local_sgd.core`
+and differ in their `Sync`.
 """
 
 import dataclasses
@@ -11,16 +12,10 @@ from collections.abc import Callable
 import jax
 from jax.sharding import PartitionSpec as P
 
-from hybrid_parallel import asgd, averaging, gspmd, local_sgd, models, optim, partitioning
-from hybrid_parallel import pmap_step, step, train_state
-from hybrid_parallel import mesh as mesh_lib
+from hybrid_parallel import collectives, models, partitioning, train_state
 from hybrid_parallel.errors import UserError
-
-
-# How the step is partitioned: explicit (shard_map, the collectives written out; the default),
-# gspmd (the same shardings handed to jax.jit; hybrid_parallel/gspmd.py) or pmap (the data scheme
-# as the Flax examples write it; hybrid_parallel/pmap_step.py).
-BACKENDS = ("explicit", "gspmd", "pmap")
+from hybrid_parallel.local_sgd import core as local_sgd
+from hybrid_parallel.steps import common, explicit, gspmd, pmap, variable_batch
 
 
 @dataclasses.dataclass
@@ -42,77 +37,94 @@ class Scheme:
   eval_specs: dict
 
 
-def setup(config, plan: partitioning.Plan, mesh, num_classes: int, channels: int, schedule,
-          abstract: bool = False) -> tuple[models.AlexNet, object, Scheme]:
-  """The model, optimiser and scheme of `config` under `plan`: what the training loop, the
-  benchmarks and the tests all build (`abstract`: the state as shapes, to restore or compile)."""
-  model = models.build(config.model, num_classes, plan.layout, config.image_size,
-                       config.dropout_rate, config.sync_batch_norm, config.dtype)
-  # LARS sums a split layer's norms over its shards' axes; the GSPMD step sees whole arrays.
-  norm_plan = plan if config.backend != "gspmd" else partitioning.plan("single", 1, 1)
-  tx = optim.make_optimizer(config, schedule,
-                            partitioning.sharded_axes(norm_plan, model.arch.fc_names()[-1]))
-  image_shape = models.input_shape(config.model, config.image_size, channels)
-  return model, tx, build(config, model, plan, mesh, tx, image_shape, abstract)
+def norm_axes(plan: partitioning.Plan, model: models.AlexNet, *, backend: str):
+  """`(path, leaf) -> axes`: the mesh axes over which the step sees a parameter in shards (for
+  LARS's layer norms). The GSPMD step sees whole arrays, whatever their sharding."""
+  seen = plan if backend != "gspmd" else partitioning.make_plan("single", 1, 1)
+  return partitioning.sharded_axes(seen, model.arch.fc_names()[-1])
 
 
-def make_mesh(config, plan: partitioning.Plan, devices=None):
-  """The mesh of `plan`, with the axis types `config.backend` needs."""
-  return mesh_lib.make_mesh(plan.data, plan.model, devices, auto_axes=config.backend == "gspmd")
-
-
-def build(config, model: models.AlexNet, plan: partitioning.Plan, mesh, tx, image_shape,
-          abstract: bool = False) -> Scheme:
-  """The state and steps of `config.parallelism` under `plan` (`abstract`: state as shapes)."""
-  if config.backend not in BACKENDS:
-    raise UserError(f"unknown backend {config.backend!r}; choose one of {', '.join(BACKENDS)}.")
-  if config.backend == "pmap":
-    pmap_step.check_supported(config, plan)
-  if config.backend == "gspmd" and plan.scheme not in partitioning.SYNCHRONOUS:
-    raise UserError(f"backend 'gspmd' partitions the synchronous schemes; {plan.scheme!r} "
-                    f"needs the explicit backend.")
+def check(plan: partitioning.Plan, model: models.AlexNet, *, backend: str = "explicit",
+          grad_reduce: str = "psum", microbatches: int = 1, skip_nonfinite: bool = False,
+          processes: int = 1, owt_variant: str = "a", fc_updates_per_step: int = 1,
+          global_batch: int | None = None) -> None:
+  """One UserError for a combination the scheme or the backend cannot run (see `build`)."""
+  common.check_backend(backend, scheme=plan.scheme, grad_reduce=grad_reduce,
+                       microbatches=microbatches,
+                       per_worker_batch_norm=model.arch.batch_norm and not model.sync_batch_norm,
+                       processes=processes)
+  collectives.check_algorithm(grad_reduce)
+  variable_batch.check(owt_variant, scheme=plan.scheme, model_axis=plan.model,
+                       fc_updates_per_step=fc_updates_per_step, backend=backend,
+                       microbatches=microbatches,
+                       local_batch=global_batch // plan.batch_divisor if global_batch else None)
   if plan.scheme in partitioning.SYNCHRONOUS:
-    create = functools.partial(train_state.create, model, tx, plan, mesh, image_shape,
-                               config.seed)
-    state, specs = create(abstract)
-    if config.backend == "gspmd":
-      gspmd.check_supported(config, model.arch)
-      train_step = gspmd.make_train_step(model, plan, mesh, tx, specs,
-                                         config.skip_nonfinite_steps, config.tune_xla_cpu)
-    elif config.backend == "pmap":
-      train_step = pmap_step.make_train_step(model, mesh, tx, config.skip_nonfinite_steps,
-                                             config.tune_xla_cpu)
-    else:
-      train_step = step.make_train_step(model, plan, mesh, tx, specs, config.grad_reduce,
-                                        config.microbatches, config.skip_nonfinite_steps,
-                                        config.tune_xla_cpu)
-    return Scheme(state, lambda: create()[0], train_step, _variables, _variables(specs))
+    return
   if model.arch.batch_norm:
     synchronous = ", ".join(partitioning.SYNCHRONOUS)
-    raise UserError(f"parallelism {plan.scheme!r} keeps no batch-norm statistics; train "
-                    f"{config.model} with a synchronous scheme ({synchronous}).")
-  for field, unsupported in (("microbatches", config.microbatches > 1),
-                             ("skip_nonfinite_steps", config.skip_nonfinite_steps)):
+    raise UserError(f"parallelism {plan.scheme!r} keeps no batch-norm statistics; train a model "
+                    f"with batch norm with a synchronous scheme ({synchronous}).")
+  for field, unsupported in (("microbatches", microbatches > 1),
+                             ("skip_nonfinite_steps", skip_nonfinite)):
     if unsupported:
       raise UserError(f"{field} applies to the synchronous schemes, not {plan.scheme!r}.")
-  if plan.scheme == "averaging":
-    sync = averaging.make_sync(config.average_method, plan.data, config.sync_every,
-                               config.average_momentum)
-    create = functools.partial(local_sgd.create, model, tx, plan, mesh, image_shape,
-                               config.seed)
-    eval_params = jax.jit(averaging.eval_params)
-  else:  # asgd
-    sync = asgd.make_sync(plan.data, config.n_push, config.n_fetch, config.asgd_stagger,
-                          config.warm_start_steps)
-    create = functools.partial(local_sgd.create, model, tx, plan, mesh, image_shape,
-                               config.seed, asgd.client_init, asgd.shared_init)
-    eval_params = asgd.eval_params
+
+
+def build(model: models.AlexNet, plan: partitioning.Plan, mesh, tx, image_shape, *, seed: int,
+          backend: str = "explicit", grad_reduce: str = "psum", microbatches: int = 1,
+          skip_nonfinite: bool = False, tune_xla_cpu: bool = True, owt_variant: str = "a",
+          fc_updates_per_step: int = 1, sync: local_sgd.Sync | None = None,
+          abstract: bool = False) -> Scheme:
+  """The state and steps of `plan.scheme` (`abstract`: the state as shapes, to restore or compile).
+
+  Args:
+    model: the network with `plan.layout`.
+    plan, mesh: the scheme's plan and the mesh it runs on.
+    tx: the optax optimiser.
+    image_shape: the shape of one input image batch (for initialisation).
+    seed: the parameters' (and dropout's) seed.
+    backend: how a synchronous step is partitioned (`steps.common.BACKENDS`).
+    grad_reduce, microbatches, skip_nonfinite, tune_xla_cpu, owt_variant,
+      fc_updates_per_step: see `steps.explicit` (`tx` is an optim.GroupedOptimizer when
+      fc_updates_per_step > 1).
+    sync: how the replicas of a local-SGD scheme meet (`local_sgd.averaging.make_sync`,
+      `local_sgd.asgd.make_sync`); required for those schemes, unused by the others.
+
+  Raises:
+    UserError: for a combination the scheme or backend cannot run.
+  """
+  check(plan, model, backend=backend, grad_reduce=grad_reduce, microbatches=microbatches,
+        skip_nonfinite=skip_nonfinite, processes=jax.process_count(), owt_variant=owt_variant,
+        fc_updates_per_step=fc_updates_per_step)
+  if plan.scheme in partitioning.SYNCHRONOUS:
+    create = functools.partial(train_state.create, model, tx, plan, mesh, image_shape, seed=seed)
+    state, specs = create(abstract=abstract)
+    if backend == "gspmd":
+      train_step = gspmd.make_train_step(model, plan, mesh, tx, specs,
+                                         skip_nonfinite=skip_nonfinite,
+                                         tune_xla_cpu=tune_xla_cpu)
+    elif backend == "pmap":
+      train_step = pmap.make_train_step(model, mesh, tx, skip_nonfinite=skip_nonfinite,
+                                        tune_xla_cpu=tune_xla_cpu)
+    else:
+      train_step = explicit.make_train_step(model, plan, mesh, tx, specs, grad_reduce=grad_reduce,
+                                            microbatches=microbatches,
+                                            skip_nonfinite=skip_nonfinite,
+                                            tune_xla_cpu=tune_xla_cpu, owt_variant=owt_variant,
+                                            fc_updates_per_step=fc_updates_per_step)
+    return Scheme(state, lambda: create()[0], train_step, _variables, _variables(specs))
+
+  if sync is None:
+    raise ValueError(f"parallelism {plan.scheme!r} needs a sync (local_sgd.averaging or asgd).")
+  create = functools.partial(local_sgd.create, model, tx, plan, mesh, image_shape, seed=seed,
+                             sync=sync)
   state, specs = create(abstract=abstract)
   # The evaluated model (replica mean or server) is whole on every device.
   whole = jax.tree.map(lambda _: P(), specs.local.params, is_leaf=lambda x: isinstance(x, P))
-  train_step = local_sgd.make_step(model, plan, mesh, tx, specs, sync, config.tune_xla_cpu)
-  return Scheme(state, lambda: create()[0], train_step, lambda s: {"params": eval_params(s)},
-                {"params": whole})
+  train_step = local_sgd.make_step(model, plan, mesh, tx, specs, sync=sync,
+                                   tune_xla_cpu=tune_xla_cpu)
+  return Scheme(state, lambda: create()[0], train_step,
+                lambda s: {"params": sync.eval_params(s)}, {"params": whole})
 
 
 def _variables(state: train_state.TrainState) -> dict:

@@ -4,9 +4,10 @@ import flax.struct
 import jax
 import jax.numpy as jnp
 import optax
-from jax.sharding import NamedSharding, PartitionSpec as P
+from jax.sharding import PartitionSpec as P
 
-from hybrid_parallel import models, partitioning
+from hybrid_parallel import compiler_options, models, optim, partitioning
+from hybrid_parallel import mesh as mesh_lib
 
 
 class TrainState(flax.struct.PyTreeNode):
@@ -27,18 +28,26 @@ class TrainState(flax.struct.PyTreeNode):
   batch_stats: dict = flax.struct.field(default_factory=dict)
 
 
+def _optimizer_specs(tx, opt_state, param_specs):
+  """The optimiser state's specs: each copy of the parameter tree in it gets the parameters'."""
+  if isinstance(tx, optim.GroupedOptimizer):  # a state per layer group, over its layers.
+    split = optim.split_groups(param_specs)
+    return {g: _optimizer_specs(tx.groups[g], opt_state[g], split[g]) for g in tx.groups}
+  return optax.tree_map_params(tx, lambda _, spec: spec, opt_state, param_specs,
+                               transform_non_params=lambda _: P(),
+                               is_leaf=lambda x: isinstance(x, P))
+
+
 def state_specs(abstract_state: TrainState, plan: partitioning.Plan, tx, classifier: str):
   """PartitionSpecs of every leaf of the state (a TrainState of PartitionSpecs)."""
   param_specs = partitioning.param_specs(abstract_state.params, plan, classifier)
-  opt_specs = optax.tree_map_params(tx, lambda _, spec: spec, abstract_state.opt_state,
-                                    param_specs, transform_non_params=lambda _: P(),
-                                    is_leaf=lambda x: isinstance(x, P))
+  opt_specs = _optimizer_specs(tx, abstract_state.opt_state, param_specs)
   stats_specs = partitioning.param_specs(abstract_state.batch_stats, plan, classifier)
   return TrainState(step=P(), params=param_specs, opt_state=opt_specs, rng=P(),
                     batch_stats=stats_specs)
 
 
-def create_unsharded(model: models.AlexNet, tx, image_shape, seed: int) -> TrainState:
+def create_unsharded(model: models.AlexNet, tx, image_shape, *, seed: int) -> TrainState:
   """The initial state of the whole single-device network (`Layout()`) for `seed`.
 
   Every scheme starts from these values, so every scheme starts from the same point.
@@ -52,7 +61,7 @@ def create_unsharded(model: models.AlexNet, tx, image_shape, seed: int) -> Train
                     rng=root, batch_stats=variables.get("batch_stats", {}))
 
 
-def create(model: models.AlexNet, tx, plan: partitioning.Plan, mesh, image_shape, seed: int,
+def create(model: models.AlexNet, tx, plan: partitioning.Plan, mesh, image_shape, *, seed: int,
            abstract: bool = False):
   """Initialises the full-size model with `seed` and places the state with the plan's shardings.
 
@@ -62,9 +71,8 @@ def create(model: models.AlexNet, tx, plan: partitioning.Plan, mesh, image_shape
   Returns:
     (state, specs): the sharded TrainState and its PartitionSpecs.
   """
-  init = lambda: create_unsharded(model, tx, image_shape, seed)
+  init = lambda: create_unsharded(model, tx, image_shape, seed=seed)
   specs = state_specs(jax.eval_shape(init), plan, tx, model.arch.fc_names()[-1])
-  shardings = jax.tree.map(lambda s: NamedSharding(mesh, s), specs,
-                           is_leaf=lambda x: isinstance(x, P))
-  init = jax.jit(init, out_shardings=shardings)
+  init = compiler_options.jit_initializer(init, mesh,
+                                          out_shardings=mesh_lib.shardings(mesh, specs))
   return (jax.eval_shape(init) if abstract else init()), specs

@@ -1,6 +1,6 @@
 """Datasets → this process's host batches → global jax.Arrays on the mesh, one batch ahead.
 
-`config.dataset` names a source:
+`load(name, ...)` names a source:
   digits, synthetic, npz:PATH       small arrays held on every process (arrays.py)
   imagenet2012, imagenette/320px-v2,
   cifar10, cifar100, mnist,
@@ -32,17 +32,28 @@ from input_pipeline.arrays import Dataset, train_indices  # noqa: F401  (the in-
 
 TFDS_NAMES = ("imagenet2012", "imagenette/320px-v2", "cifar10", "cifar100", "mnist",
               "fashion_mnist")
+IMAGENET_STYLE = ("imagenet2012", "imagenette/320px-v2")  # ten-crop evaluation applies to these.
 
 
-def load(config):
-  """The source `config.dataset` names, at `config.image_size`; one clear UserError if it cannot
-  be had."""
-  name = config.dataset
+def load(name: str, *, image_size: int, seed: int = 0, synthetic_examples: int = 1024,
+         synthetic_classes: int = 10, data_dir: str | None = None, download: bool = True,
+         input_shards: int = 8, shuffle_buffer: int = 2048, pca_lighting_std: float = 0.1,
+         eval_crops: int = 1):
+  """The source `name` at `image_size`; one clear UserError if it cannot be had.
+
+  `seed`, `synthetic_examples`, `synthetic_classes`: the synthetic set (arrays.py); the rest: the
+  tfds datasets (tfds_source.py, configs/default.py).
+  """
   if arrays.is_array_dataset(name):
-    return arrays.load(config)
+    return arrays.load(name, image_size=image_size, seed=seed,
+                       synthetic_examples=synthetic_examples,
+                       synthetic_classes=synthetic_classes)
   if name in TFDS_NAMES:
     from input_pipeline import tfds_source  # TensorFlow loads only for the datasets that need it.
-    return tfds_source.TfdsDataset(config)
+    return tfds_source.TfdsDataset(name, image_size=image_size, data_dir=data_dir,
+                                   download=download, input_shards=input_shards,
+                                   shuffle_buffer=shuffle_buffer,
+                                   pca_lighting_std=pca_lighting_std, eval_crops=eval_crops)
   raise UserError(f"unknown dataset {name!r}; choose one of "
                   f"{', '.join(arrays.NAMES + TFDS_NAMES)}.")
 
@@ -70,7 +81,7 @@ def to_global(sharding: NamedSharding, *host_arrays: np.ndarray, global_batch: i
       for a in host_arrays)
 
 
-def start_position(source, step: int, global_batch: int, saved=None):
+def start_position(source, step: int, global_batch: int, *, saved=None):
   """The position to resume from at `step`: the checkpoint's (`saved`) where it is one this source
   reads (a tfds source given a checkpoint that recorded only its step derives its position from
   the step, which is exact as long as no image was ever skipped)."""
@@ -79,7 +90,7 @@ def start_position(source, step: int, global_batch: int, saved=None):
   return saved
 
 
-def train_iterator(source, sharding: NamedSharding, global_batch: int, seed: int, position,
+def train_iterator(source, sharding: NamedSharding, global_batch: int, *, seed: int, position,
                    prefetch: int = 2):
   """Yields (images, labels, position) of consecutive steps as global arrays.
 

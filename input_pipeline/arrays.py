@@ -1,6 +1,6 @@
 """In-memory datasets: small arrays held on every host.
 
-Datasets (`config.dataset`):
+Datasets (`name`):
   digits      the 1,797 8×8 handwritten digits that ship with scikit-learn (no download), split
               into 1,437 train / 360 test images by a fixed stratified split.
   synthetic   deterministic random images and labels (for throughput; nothing to learn).
@@ -94,10 +94,9 @@ def _digits():
   return x_train, y_train, x_test, y_test
 
 
-def _synthetic(config):
-  rng = np.random.default_rng(config.seed)
-  size, classes = config.image_size, config.synthetic_classes
-  n_train, n_test = config.synthetic_examples, max(1, config.synthetic_examples // 8)
+def _synthetic(size: int, *, seed: int, examples: int, classes: int):
+  rng = np.random.default_rng(seed)
+  n_train, n_test = examples, max(1, examples // 8)
   x = rng.integers(0, 256, (n_train + n_test, size, size, 3), dtype=np.uint8)
   y = rng.integers(0, classes, n_train + n_test).astype(np.int32)
   return x[:n_train], y[:n_train], x[n_train:], y[n_train:]
@@ -136,21 +135,26 @@ def is_array_dataset(name: str) -> bool:
   return name in ("digits", "synthetic") or name.startswith("npz:")
 
 
-def load(config) -> Dataset:
-  """Loads `config.dataset` at `config.image_size`; one clear UserError if it cannot."""
-  name = config.dataset
+def load(name: str, *, image_size: int, seed: int = 0, synthetic_examples: int = 1024,
+         synthetic_classes: int = 10) -> Dataset:
+  """Loads dataset `name` at `image_size`; one clear UserError if it cannot.
+
+  `seed`, `synthetic_examples` and `synthetic_classes` make the synthetic set.
+  """
   if name == "digits":
     x_train, y_train, x_test, y_test = _digits()
   elif name == "synthetic":
-    x_train, y_train, x_test, y_test = _synthetic(config)
+    x_train, y_train, x_test, y_test = _synthetic(image_size, seed=seed,
+                                                  examples=synthetic_examples,
+                                                  classes=synthetic_classes)
   elif name.startswith("npz:"):
     x_train, y_train, x_test, y_test = _npz(name[len("npz:"):])
   else:
     raise ValueError(f"not an in-memory dataset: {name!r}")
-  x_train, x_test = _resize(x_train, config.image_size), _resize(x_test, config.image_size)
+  x_train, x_test = _resize(x_train, image_size), _resize(x_test, image_size)
   num_classes = int(max(y_train.max(initial=0), y_test.max(initial=0))) + 1
   if name == "synthetic":
-    num_classes = config.synthetic_classes
+    num_classes = synthetic_classes
   mean = x_train.mean(axis=(0, 1, 2)).astype(np.float32)
   std = np.maximum(x_train.std(axis=(0, 1, 2)), 1.0).astype(np.float32)
   return Dataset(name, x_train, y_train, x_test, y_test, num_classes, mean, std)

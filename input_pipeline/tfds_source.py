@@ -1,6 +1,6 @@
 """TensorFlow Datasets sources: ImageNet, Imagenette, CIFAR-10/100, MNIST, Fashion-MNIST.
 
-Sharding. Each split is cut into `config.input_shards` (K) even shards (`tfds.even_splits`). Shard
+Sharding. Each split is cut into `input_shards` (K) even shards (`tfds.even_splits`). Shard
 k fills rows [k·b, (k+1)·b) of every global batch (b = global_batch / K), from its own endless,
 reshuffled stream. A process reads only the shards whose rows it contributes — with P processes,
 process p reads shards [p·K/P, (p+1)·K/P), together the p-th even share of the split, as
@@ -16,7 +16,7 @@ count records before decoding, a dropped image never shifts another one's positi
 
 Caching. Datasets that fit in memory (all but imagenet2012) are decoded once — and, ImageNet-style,
 resized to the shorter side — then held in memory (`Dataset.cache`); an epoch's shuffle then
-covers a whole shard. imagenet2012 is read, shuffled (a `config.shuffle_buffer`-record buffer per
+covers a whole shard. imagenet2012 is read, shuffled (a `shuffle_buffer`-record buffer per
 shard, of still-encoded JPEGs) and decoded every epoch.
 """
 
@@ -106,19 +106,19 @@ def _count(dataset: tf.data.Dataset) -> int:
 class TfdsDataset:
   """A tfds dataset read in `input_shards` shards; see the module docstring."""
 
-  def __init__(self, config):
-    name = config.dataset
+  def __init__(self, name: str, *, image_size: int, data_dir: str | None = None,
+               download: bool = True, input_shards: int = 8, shuffle_buffer: int = 2048,
+               pca_lighting_std: float = 0.1, eval_crops: int = 1):
     self.name, self.spec = name, SPECS[name]
-    self.builder = _prepared_builder(name, self.spec, config.data_dir or None,
-                                     config.tfds_download)
+    self.builder = _prepared_builder(name, self.spec, data_dir or None, download)
     features = self.builder.info.features
     self.num_classes = features["label"].num_classes
     self.channels = features["image"].shape[-1]
-    self.image_size = config.image_size
-    self.shards = config.input_shards
-    self.shuffle_buffer = config.shuffle_buffer
-    self.pca_stddev = config.pca_lighting_std
-    self.eval_crops = config.eval_crops
+    self.image_size = image_size
+    self.shards = input_shards
+    self.shuffle_buffer = shuffle_buffer
+    self.pca_stddev = pca_lighting_std
+    self.eval_crops = eval_crops
     if self.eval_crops not in (1, 10):
       raise UserError(f"eval_crops must be 1 or 10, got {self.eval_crops}.")
     if self.eval_crops == 10 and self.spec.style != "imagenet":

@@ -1,0 +1,29 @@
+"""The test suite's one setup, run before any test module is imported (pytest imports the modules
+as `tests.<name>`; `python -m tests.<name>` too):
+
+* 8 simulated CPU devices, set before anything queries the devices;
+* a persistent compilation cache shared by this process and the `main.py` processes the tests
+  start (through the environment): many tests compile the same programs — the single-device
+  reference, the same scheme in several processes — and XLA:CPU compiles take seconds each.
+  It lives in a fresh temporary directory, so every run starts empty, unless the environment
+  names one already (JAX_COMPILATION_CACHE_DIR).
+"""
+
+import atexit
+import os
+import shutil
+import tempfile
+
+if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
+  _cache = tempfile.mkdtemp(prefix="hybrid_parallel_test_compilation_cache_")
+  atexit.register(shutil.rmtree, _cache, ignore_errors=True)
+  os.environ["JAX_COMPILATION_CACHE_DIR"] = _cache
+# Cache every program that took noticeable time to compile (JAX's default threshold is 1 s).
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.1")
+
+import jax  # noqa: E402  (after the environment the processes it starts inherit)
+
+jax.config.update("jax_num_cpu_devices", 8)
+jax.config.update("jax_compilation_cache_dir", os.environ["JAX_COMPILATION_CACHE_DIR"])
+jax.config.update("jax_persistent_cache_min_compile_time_secs",
+                  float(os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"]))

@@ -1,15 +1,15 @@
 """A-SGD: one client is single-device SGD; n_sync = 1 without stagger is summed synchronous SGD."""
 
-from tests import testing  # noqa: F401  (sets up 8 CPU devices first)
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from absl.testing import absltest
 
-import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
-import optax  # noqa: E402
-from absl.testing import absltest  # noqa: E402
-
-from hybrid_parallel import asgd, models, train_state  # noqa: E402
-from hybrid_parallel.errors import UserError  # noqa: E402
+from hybrid_parallel import models, train_state
+from hybrid_parallel.errors import UserError
+from hybrid_parallel.local_sgd import asgd
+from tests import testing
 
 GLOBAL_BATCH = 16
 BATCHES = testing.random_batches(4, GLOBAL_BATCH)
@@ -17,8 +17,8 @@ CONFIG = testing.tiny_config(base_learning_rate=0.05, reference_batch_size=GLOBA
                              lr_decay="constant")
 
 
-def server(setup):
-  return jax.tree.map(np.asarray, setup["state"].shared["server"])
+def server(state):
+  return jax.tree.map(np.asarray, state.shared["server"])
 
 
 def assert_trees_close(a, b):
@@ -30,9 +30,9 @@ class AsgdTest(absltest.TestCase):
   def test_one_client_is_single_device_sgd(self):
     config = CONFIG.copy_and_resolve_references()
     config.update(n_push=2, n_fetch=2)
-    _, expected = testing.train_steps(
+    _, _, expected = testing.train_steps(
         testing.build("alexnet_tiny", "single", 1, 1, config, GLOBAL_BATCH), BATCHES)
-    _, got = testing.train_steps(
+    _, _, got = testing.train_steps(
         testing.build("alexnet_tiny", "asgd", 1, 1, config, GLOBAL_BATCH), BATCHES)
     assert_trees_close(got, expected)  # the server after 4 steps (two pushes)
 
@@ -42,10 +42,10 @@ class AsgdTest(absltest.TestCase):
     # decay term would be counted once per client).
     config = CONFIG.copy_and_resolve_references()
     config.update(n_push=1, n_fetch=1, asgd_stagger=False, weight_decay=0.0)
-    _, got = testing.train_steps(
+    _, _, got = testing.train_steps(
         testing.build("alexnet_tiny", "asgd", 4, 1, config, GLOBAL_BATCH), BATCHES)
     config.base_learning_rate *= 4
-    _, expected = testing.train_steps(
+    _, _, expected = testing.train_steps(
         testing.build("alexnet_tiny", "data", 4, 1, config, GLOBAL_BATCH), BATCHES)
     assert_trees_close(got, expected)
 
@@ -54,11 +54,12 @@ class AsgdTest(absltest.TestCase):
     for stagger in (False, True):
       config = CONFIG.copy_and_resolve_references()
       config.update(n_push=4, n_fetch=4, asgd_stagger=stagger)
-      setup = testing.build("alexnet_tiny", "asgd", 4, 1, config, GLOBAL_BATCH)
-      before, changed[stagger] = server(setup), []
+      run = testing.build("alexnet_tiny", "asgd", 4, 1, config, GLOBAL_BATCH)
+      state = run.scheme.state
+      before, changed[stagger] = server(state), []
       for batch in BATCHES:
-        testing.train_steps(setup, [batch])
-        after = server(setup)
+        state, _, _ = testing.train_steps(run, [batch], state)
+        after = server(state)
         changed[stagger].append(not np.array_equal(after["fc8"]["bias"], before["fc8"]["bias"]))
         before = after
     self.assertEqual(changed[False], [False, False, False, True])  # all push after step 4
@@ -69,12 +70,12 @@ class AsgdTest(absltest.TestCase):
     replicas, n_sync, per_client = 4, 4, GLOBAL_BATCH // 4
     config = CONFIG.copy_and_resolve_references()
     config.update(n_push=n_sync, n_fetch=n_sync, asgd_stagger=True, dropout_rate=0.0)
-    setup = testing.build("alexnet_tiny", "asgd", replicas, 1, config, GLOBAL_BATCH)
+    run = testing.build("alexnet_tiny", "asgd", replicas, 1, config, GLOBAL_BATCH)
     batches = testing.random_batches(9, GLOBAL_BATCH, seed=3)
-    testing.train_steps(setup, batches)
+    state, _, _ = testing.train_steps(run, batches)
 
-    net = models.build("alexnet_tiny", 10, models.Layout(), 64, 0.0)
-    tx = setup["tx"]
+    net = models.build("alexnet_tiny", 10, image_size=64, dropout_rate=0.0)
+    tx = run.tx
     start = train_state.create_unsharded(net, tx, (1, 64, 64, 3), seed=0)
     params = [start.params] * replicas
     opt_states = [start.opt_state] * replicas
@@ -82,45 +83,49 @@ class AsgdTest(absltest.TestCase):
     server_params = start.params
     offsets = [(i * n_sync) // replicas for i in range(replicas)]
 
-    def loss(p, x, y):
-      logits = net.apply({"params": p}, x, example_ids_B=jnp.arange(len(y)))
-      return optax.softmax_cross_entropy_with_integer_labels(logits, y).mean()
+    @jax.jit
+    def client_step(p, opt_state, pending_update, x, y):
+      # One independent client's SGD step (compiled once; its arithmetic is the same eagerly).
+      def loss(p):
+        logits = net.apply({"params": p}, x, example_ids_B=jnp.arange(len(y)))
+        return optax.softmax_cross_entropy_with_integer_labels(logits, y).mean()
+
+      updates, opt_state = tx.update(jax.grad(loss)(p), opt_state, p)
+      new = optax.apply_updates(p, updates)
+      return new, opt_state, jax.tree.map(lambda d, a, b: d + a - b, pending_update, new, p)
 
     for t, (images, labels) in enumerate(batches, start=1):
       for i in range(replicas):
         rows = slice(i * per_client, (i + 1) * per_client)
-        grads = jax.grad(loss)(params[i], images[rows], labels[rows])
-        updates, opt_states[i] = tx.update(grads, opt_states[i], params[i])
-        new = optax.apply_updates(params[i], updates)
-        pending[i] = jax.tree.map(lambda d, a, b: d + a - b, pending[i], new, params[i])
-        params[i] = new
+        params[i], opt_states[i], pending[i] = client_step(params[i], opt_states[i], pending[i],
+                                                           images[rows], labels[rows])
       syncing = [(t + offsets[i]) % n_sync == 0 for i in range(replicas)]
       for i in filter(syncing.__getitem__, range(replicas)):
         server_params = jax.tree.map(jnp.add, server_params, pending[i])
         pending[i] = jax.tree.map(jnp.zeros_like, pending[i])
       params = [server_params if syncing[i] else params[i] for i in range(replicas)]
-    assert_trees_close(server(setup), jax.tree.map(np.asarray, server_params))
+    assert_trees_close(server(state), jax.tree.map(np.asarray, server_params))
 
   def test_warm_start_trains_one_client_and_shares_it(self):
     config = CONFIG.copy_and_resolve_references()
     config.update(n_push=3, n_fetch=3, warm_start_steps=2)
-    setup = testing.build("alexnet_tiny", "asgd", 4, 1, config, GLOBAL_BATCH)
-    testing.train_steps(setup, BATCHES[:2])
-    clients = np.asarray(setup["state"].local.params["fc6"]["dense"]["kernel"])
+    run = testing.build("alexnet_tiny", "asgd", 4, 1, config, GLOBAL_BATCH)
+    state, _, _ = testing.train_steps(run, BATCHES[:2])
+    clients = np.asarray(state.local.params["fc6"]["dense"]["kernel"])
     np.testing.assert_array_equal(clients[1:], np.broadcast_to(clients[0], clients[1:].shape))
-    np.testing.assert_array_equal(server(setup)["fc6"]["dense"]["kernel"], clients[0])
+    np.testing.assert_array_equal(server(state)["fc6"]["dense"]["kernel"], clients[0])
     # Asynchronous from here. Offsets ⌊i·3/4⌋ = 0, 0, 1, 2: after step 3 clients 0 and 1 fetch
     # the server, client 3 keeps its own local update.
-    testing.train_steps(setup, BATCHES[2:3])
-    clients = np.asarray(setup["state"].local.params["fc6"]["dense"]["kernel"])
+    state, _, _ = testing.train_steps(run, BATCHES[2:3], state)
+    clients = np.asarray(state.local.params["fc6"]["dense"]["kernel"])
     np.testing.assert_array_equal(clients[0], clients[1])
     self.assertGreater(np.abs(clients[0] - clients[3]).max(), 1e-5)
 
   def test_bad_settings(self):
     with self.assertRaisesRegex(UserError, "n_push must be a positive integer, got 0"):
-      asgd.check(0, 1, 0)
+      asgd.check(n_push=0, n_fetch=1, warm_start_steps=0)
     with self.assertRaisesRegex(UserError, "warm_start_steps must be a non-negative integer"):
-      asgd.check(1, 1, -1)
+      asgd.check(n_push=1, n_fetch=1, warm_start_steps=-1)
 
 
 if __name__ == "__main__":

@@ -1,17 +1,16 @@
 """Model averaging: sync_every=1 is synchronous SGD; butterfly and hopping-ring reach the mean."""
 
-from tests import testing  # noqa: F401  (sets up 8 CPU devices first)
+import functools
 
-import functools  # noqa: E402
+import jax
+import numpy as np
+from absl.testing import absltest, parameterized
+from jax.sharding import NamedSharding, PartitionSpec as P
 
-import jax  # noqa: E402
-import numpy as np  # noqa: E402
-from absl.testing import absltest, parameterized  # noqa: E402
-from jax.sharding import NamedSharding, PartitionSpec as P  # noqa: E402
-
-from hybrid_parallel import averaging  # noqa: E402
-from hybrid_parallel import mesh as mesh_lib  # noqa: E402
-from hybrid_parallel.errors import UserError  # noqa: E402
+from hybrid_parallel import mesh as mesh_lib
+from hybrid_parallel.errors import UserError
+from hybrid_parallel.local_sgd import averaging
+from tests import testing
 
 GLOBAL_BATCH = 16
 BATCHES = testing.random_batches(3, GLOBAL_BATCH)
@@ -40,9 +39,9 @@ class AveragingTest(parameterized.TestCase):
   def test_sync_every_step_equals_synchronous_data_parallel(self, method):
     config = CONFIG.copy_and_resolve_references()
     config.update(sync_every=1, average_method=method, average_momentum=True)
-    expected_losses, expected = testing.train_steps(
+    _, expected_losses, expected = testing.train_steps(
         testing.build("alexnet_tiny", "data", 4, 1, config, GLOBAL_BATCH), BATCHES)
-    losses, params = testing.train_steps(
+    _, losses, params = testing.train_steps(
         testing.build("alexnet_tiny", "averaging", 4, 1, config, GLOBAL_BATCH), BATCHES)
     np.testing.assert_allclose(losses, expected_losses, rtol=1e-6)
     jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=2e-7), params,
@@ -51,12 +50,12 @@ class AveragingTest(parameterized.TestCase):
   def test_longer_periods_let_replicas_drift(self):
     config = CONFIG.copy_and_resolve_references()
     config.update(sync_every=2, average_method="allreduce")
-    setup = testing.build("alexnet_tiny", "averaging", 4, 1, config, GLOBAL_BATCH)
-    testing.train_steps(setup, BATCHES[:1])  # one local step: replicas differ
-    kernel = np.asarray(setup["state"].local.params["fc8"]["kernel"])
+    run = testing.build("alexnet_tiny", "averaging", 4, 1, config, GLOBAL_BATCH)
+    state, _, _ = testing.train_steps(run, BATCHES[:1])  # one local step: replicas differ
+    kernel = np.asarray(state.local.params["fc8"]["kernel"])
     self.assertGreater(np.abs(kernel[0] - kernel[1]).max(), 1e-4)
-    testing.train_steps(setup, BATCHES[1:2])  # the second step syncs: replicas agree
-    kernel = np.asarray(setup["state"].local.params["fc8"]["kernel"])
+    state, _, _ = testing.train_steps(run, BATCHES[1:2], state)  # the second step syncs
+    kernel = np.asarray(state.local.params["fc8"]["kernel"])  # replicas agree
     np.testing.assert_allclose(kernel[1:], np.broadcast_to(kernel[0], kernel[1:].shape),
                                atol=1e-7)
 
@@ -78,11 +77,11 @@ class AveragingTest(parameterized.TestCase):
   def test_bad_settings(self):
     with self.assertRaisesRegex(UserError, "butterfly mixing needs a power-of-two number of "
                                 "replicas, got mesh.data = 3"):
-      averaging.check("butterfly", 3, 1)
+      averaging.check("butterfly", 3, sync_every=1)
     with self.assertRaisesRegex(UserError, "unknown average_method 'gossip'"):
-      averaging.check("gossip", 4, 1)
+      averaging.check("gossip", 4, sync_every=1)
     with self.assertRaisesRegex(UserError, "sync_every must be a positive integer, got 0"):
-      averaging.check("ring", 4, 0)
+      averaging.check("ring", 4, sync_every=0)
 
 
 if __name__ == "__main__":

@@ -1,17 +1,15 @@
 """The gspmd and pmap backends give the explicit step's numbers."""
 
-from tests import testing  # noqa: F401  (sets up 8 CPU devices first)
+import tempfile
 
-import tempfile  # noqa: E402
+import jax
+import numpy as np
+from absl.testing import absltest, parameterized
 
-import jax  # noqa: E402
-import numpy as np  # noqa: E402
-from absl.testing import absltest, parameterized  # noqa: E402
-
-from hybrid_parallel import hlo_stats  # noqa: E402
-from hybrid_parallel.errors import UserError  # noqa: E402
-from tests import step_test  # noqa: E402  (its batches, config and single-device reference)
-import train  # noqa: E402
+import train
+from hybrid_parallel.analysis import hlo_stats
+from hybrid_parallel.errors import UserError
+from tests import step_test, testing
 
 GSPMD = step_test.CONFIG.copy_and_resolve_references()
 GSPMD.backend = "gspmd"
@@ -35,29 +33,34 @@ class GspmdTest(parameterized.TestCase):
                                                                                  "sgd"))
     config = GSPMD.copy_and_resolve_references()
     config.update(overrides)
-    setup = testing.build(model_name, scheme, data, model, config, step_test.GLOBAL_BATCH)
-    self.assertEqual(str(setup["mesh"].axis_types), "(Auto, Auto)")
-    losses, variables = testing.train_steps(setup, step_test.BATCHES)
+    run = testing.build(model_name, scheme, data, model, config, step_test.GLOBAL_BATCH)
+    self.assertEqual(str(run.mesh.axis_types), "(Auto, Auto)")
+    _, losses, variables = testing.train_steps(run, step_test.BATCHES)
     np.testing.assert_allclose(losses, expected_losses, rtol=1e-6)
     for got, want in zip(jax.tree.leaves(variables), jax.tree.leaves(expected)):
       np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6 if overrides else 2e-7)
 
   def test_xla_inserts_the_collectives_itself(self):
-    setup = testing.build("alexnet_owt_tiny", "owt", 2, 4, GSPMD, step_test.GLOBAL_BATCH)
-    images, labels = testing.put(setup, *step_test.BATCHES[0])
-    hlo = setup["train_step"].lower(setup["state"], images, labels).compile().as_text()
+    run = testing.build("alexnet_owt_tiny", "owt", 2, 4, GSPMD, step_test.GLOBAL_BATCH)
+    images, labels = testing.put(run, *step_test.BATCHES[0])
+    hlo = run.scheme.train_step.lower(run.scheme.state, images, labels).compile().as_text()
     # No shard_map, no collective in our code: every one of these was placed by XLA.
     self.assertGreater(hlo_stats.busiest_device_bytes(hlo, 8), 0)
     self.assertIn("all-reduce", hlo_stats.collective_stats(hlo, 8))
 
   def test_what_gspmd_cannot_express_is_refused(self):
-    for overrides, message in ((dict(grad_reduce="ring"), "lets XLA choose the gradient"),
-                               (dict(microbatches=2), "microbatches need the explicit"),
-                               (dict(parallelism="averaging"), "partitions the synchronous")):
+    for overrides, message in (
+        (dict(grad_reduce="ring"), "backend 'gspmd' lets XLA place the gradient sum; "
+         "grad_reduce 'ring' needs the explicit backend."),
+        (dict(microbatches=2), "microbatches = 2 needs the explicit backend, not 'gspmd'."),
+        (dict(parallelism="averaging"), "backend 'gspmd' runs the schemes single, data, model, "
+         "hybrid, owt; parallelism 'averaging' needs the explicit backend."),
+        (dict(model="alexnet_bn_tiny"), "backend 'gspmd' normalises batch-norm layers over the "
+         "whole batch; set sync_batch_norm = True")):
       config = GSPMD.copy_and_resolve_references()
       config.update(overrides)
       with self.assertRaisesRegex(UserError, message):
-        testing.build("alexnet_tiny", config.parallelism if "parallelism" in overrides
+        testing.build(config.model, config.parallelism if "parallelism" in overrides
                       else "data", 2, 1, config, step_test.GLOBAL_BATCH)
 
 
@@ -65,8 +68,8 @@ class PmapTest(parameterized.TestCase):
 
   def test_three_steps_with_dropout_equal_single_device(self):
     _, expected_losses, expected = step_test.reference("alexnet_tiny", "sgd")
-    setup = testing.build("alexnet_tiny", "data", 4, 1, PMAP, step_test.GLOBAL_BATCH)
-    losses, variables = testing.train_steps(setup, step_test.BATCHES)
+    run = testing.build("alexnet_tiny", "data", 4, 1, PMAP, step_test.GLOBAL_BATCH)
+    _, losses, variables = testing.train_steps(run, step_test.BATCHES)
     np.testing.assert_allclose(losses, expected_losses, rtol=1e-6)
     for got, want in zip(jax.tree.leaves(variables), jax.tree.leaves(expected)):
       np.testing.assert_allclose(got, want, rtol=1e-5, atol=2e-7)
@@ -75,8 +78,8 @@ class PmapTest(parameterized.TestCase):
     # Per-worker statistics differ from one device's, so the reference is the explicit 4×1 run.
     runs = {}
     for config in (step_test.CONFIG, PMAP):
-      setup = testing.build("alexnet_bn_tiny", "data", 4, 1, config, step_test.GLOBAL_BATCH)
-      runs[config.backend] = testing.train_steps(setup, step_test.BATCHES)
+      run = testing.build("alexnet_bn_tiny", "data", 4, 1, config, step_test.GLOBAL_BATCH)
+      runs[config.backend] = testing.train_steps(run, step_test.BATCHES)[1:]
     (want_losses, want), (got_losses, got) = runs["explicit"], runs["pmap"]
     np.testing.assert_allclose(got_losses, want_losses, rtol=1e-6)
     self.assertIn("batch_stats", got)
@@ -97,13 +100,17 @@ class PmapTest(parameterized.TestCase):
 
   def test_what_the_examples_step_does_not_have_is_refused(self):
     for overrides, scheme, message in (
-        (dict(), "hybrid", "'pmap' is the data-parallel baseline"),
-        (dict(), "averaging", "'pmap' is the data-parallel baseline"),
-        (dict(grad_reduce="tree"), "data", "reduces gradients with lax.pmean"),
-        (dict(microbatches=2), "data", "microbatches need the explicit")):
+        (dict(), "hybrid", "backend 'pmap' runs the schemes single, data; parallelism 'hybrid' "
+         "needs the explicit backend."),
+        (dict(), "averaging", "backend 'pmap' runs the schemes single, data; parallelism "
+         "'averaging' needs the explicit backend."),
+        (dict(grad_reduce="tree"), "data", "backend 'pmap' sums gradients with lax.pmean; "
+         "grad_reduce 'tree' needs the explicit backend."),
+        (dict(microbatches=2), "data", "microbatches = 2 needs the explicit backend, not "
+         "'pmap'.")):
       config = PMAP.copy_and_resolve_references()
       config.update(overrides)
-      with self.assertRaisesRegex(UserError, message):
+      with self.assertRaisesWithLiteralMatch(UserError, message):
         testing.build("alexnet_tiny", scheme, 2, 2 if scheme == "hybrid" else 1, config,
                       step_test.GLOBAL_BATCH)
 

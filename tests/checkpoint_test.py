@@ -1,20 +1,20 @@
 """Checkpoints in the real loop: resume across schemes, NaN guard, corrupt-checkpoint fallback."""
 
-from tests import testing  # noqa: F401  (sets up 8 CPU devices first)
+import os
+import tempfile
+from unittest import mock
 
-import os  # noqa: E402
-import tempfile  # noqa: E402
-from unittest import mock  # noqa: E402
+import jax
+import jax.numpy as jnp
+import numpy as np
+from absl import logging
+from absl.testing import absltest
 
-import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
-from absl.testing import absltest  # noqa: E402
-
-import input_pipeline  # noqa: E402
-import train  # noqa: E402
-from hybrid_parallel import checkpointing, faults  # noqa: E402
-from hybrid_parallel.errors import UserError  # noqa: E402
+import input_pipeline
+import train
+from hybrid_parallel import checkpointing, faults
+from hybrid_parallel.errors import UserError
+from tests import testing
 
 BASE = dict(global_batch_size=32, eval_batch_size=120, base_learning_rate=0.05, lr_decay="constant",
             log_every_steps=1, eval_every_steps=1000, checkpoint_every_steps=2)
@@ -95,6 +95,23 @@ class NonFiniteTest(absltest.TestCase):
     jax.tree.map(np.testing.assert_array_equal, after["opt_state"], before["opt_state"])
     self.assertFalse(all(np.array_equal(a, b) for a, b in
                          zip(jax.tree.leaves(later["params"]), jax.tree.leaves(after["params"]))))
+
+
+class ChanceWatchTest(absltest.TestCase):
+
+  def test_a_loss_at_chance_after_warmup_is_said_once(self):
+    watch = faults.ChanceWatch(10, warmup_steps=20)
+    chance = float(np.log(10))
+    with self.assertLogs(level="WARNING") as logs:
+      said = [watch.observe(step, chance, 0.08) for step in (10, 20)]  # warmup: never.
+      said += [watch.observe(30, chance, 0.08), watch.observe(40, 1.5, 0.08)]  # a break.
+      said += [watch.observe(step, chance * 1.01, 0.08) for step in (50, 60, 70, 80)]
+      logging.warning("end")
+    self.assertEqual(said, [False, False, False, False, False, False, True, False])
+    warnings = [line for line in logs.output if "chance level" in line]
+    self.assertLen(warnings, 1)
+    self.assertIn("at step 70, chance level (ln 10 = 2.3026) for 3 logged rows after warmup, at "
+                  "learning rate 0.08", warnings[0])
 
 
 class CorruptCheckpointTest(absltest.TestCase):

@@ -1,17 +1,15 @@
 """Every all-reduce algorithm built from ppermute equals psum, on any axis size it accepts."""
 
-from tests import testing  # noqa: F401  (sets up 8 CPU devices first)
+import functools
 
-import functools  # noqa: E402
+import jax
+import numpy as np
+from absl.testing import absltest, parameterized
+from jax.sharding import NamedSharding, PartitionSpec as P
 
-import jax  # noqa: E402
-import numpy as np  # noqa: E402
-from absl.testing import absltest, parameterized  # noqa: E402
-from jax.sharding import NamedSharding, PartitionSpec as P  # noqa: E402
-
-from hybrid_parallel import collectives  # noqa: E402
-from hybrid_parallel import mesh as mesh_lib  # noqa: E402
-from hybrid_parallel.errors import UserError  # noqa: E402
+from hybrid_parallel import collectives
+from hybrid_parallel import mesh as mesh_lib
+from hybrid_parallel.errors import UserError
 
 
 def random_tree(p: int, seed: int):

@@ -1,14 +1,14 @@
 """The cost model: AlexNet arithmetic, α-β formulas, traffic equal to the compiled step's."""
 
-from tests import testing  # noqa: F401  (sets up 8 CPU devices first)
+import math
 
-import math  # noqa: E402
+import jax
+import jax.numpy as jnp
+from absl.testing import absltest, parameterized
 
-import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
-from absl.testing import absltest, parameterized  # noqa: E402
-
-from hybrid_parallel import costmodel, hlo_stats, models, partitioning  # noqa: E402
+from hybrid_parallel import models, partitioning
+from hybrid_parallel.analysis import costmodel, hlo_stats
+from tests import testing
 
 OWT = models.ARCHITECTURES["alexnet_owt"]
 LINK = costmodel.Link("test", alpha=1e-5, beta=1e-9, gamma=1e-10)
@@ -34,14 +34,14 @@ class ArithmeticTest(parameterized.TestCase):
   @parameterized.named_parameters(("k2", 2, 244), ("k4", 4, 367), ("k8", 8, 428))
   def test_data_parallel_ring_bytes(self, k, megabytes):
     # REFERENCES: ≈ 244 / 367 / 428 MB per worker for K = 2 / 4 / 8 (one-column net, 61.1 M).
-    traffic = costmodel.traffic(OWT, partitioning.plan("data", k, 1), 128 * k, 224, 1000)
+    traffic = costmodel.traffic(OWT, partitioning.make_plan("data", k, 1), 128 * k, 224, 1000)
     self.assertAlmostEqual(traffic.total / 1e6, megabytes, delta=1)
 
   @parameterized.named_parameters(("k2", 2, 10, 9), ("k4", 4, 15, 28), ("k8", 8, 17, 66))
   def test_owt_conv_gradients_and_fc6_gather(self, k, conv_mb, fc6_mb):
     # REFERENCES: owt ≈ 10 / 15 / 17 MB of conv gradients plus 9 / 28 / 66 MB of gathered FC
     # activations (fc6's input); our total adds fc7's input and the logits.
-    plan = partitioning.plan("owt", 1, k)
+    plan = partitioning.make_plan("owt", 1, k)
     traffic = costmodel.traffic(OWT, plan, 128 * k, 224, 1000)
     self.assertAlmostEqual(traffic.gradients / 1e6, conv_mb, delta=0.5)
     fc6_input = 128 * k * 6 * 6 * 256 * 4
@@ -71,22 +71,52 @@ class FormulaTest(parameterized.TestCase):
     self.assertGreater(times[2] / times[1], 63 / math.log2(64) * 0.9)
 
 
+class OwtVariantsTest(absltest.TestCase):
+  PLAN = partitioning.make_plan("owt", 1, 8)
+
+  def time(self, link, variant, updates=1):
+    return costmodel.owt_step_time(OWT, self.PLAN, 1024, 224, 1000, 1e12, link, variant=variant,
+                                   fc_updates_per_step=updates)
+
+  def test_free_links_leave_the_compute(self):
+    free = costmodel.Link("free", alpha=0.0, beta=0.0)
+    for variant in "abc":
+      t = self.time(free, variant)
+      self.assertAlmostEqual(t["step_s"], t["compute_s"])
+      self.assertEqual(t["communication_s"], 0.0)
+
+  def test_passes_hide_their_transfers_behind_the_fc_compute(self):
+    # (c)'s passes move the same bytes as (a)'s gather, but overlap them with compute.
+    slow = costmodel.Link("slow", alpha=1e-5, beta=1 / 2e9)
+    a, c = self.time(slow, "a"), self.time(slow, "c")
+    self.assertAlmostEqual(a["compute_s"], c["compute_s"])
+    self.assertLess(c["communication_s"], a["communication_s"])
+    # (b)'s root sends K − 1 messages one after another: slower per pass than (c)'s all-gather.
+    self.assertGreater(self.time(slow, "b")["step_s"], c["step_s"])
+
+
 class CompiledTrafficTest(parameterized.TestCase):
 
-  @parameterized.named_parameters(("data", "data", 4, 1, "alexnet_tiny"),
-                                  ("hybrid", "hybrid", 2, 2, "alexnet_tiny"),
-                                  ("owt", "owt", 2, 4, "alexnet_owt_tiny"))
-  def test_the_compiled_step_moves_the_analytic_minimum(self, scheme, data, model, name):
+  @parameterized.named_parameters(("data", "data", 4, 1, "alexnet_tiny", "a"),
+                                  ("hybrid", "hybrid", 2, 2, "alexnet_tiny", "a"),
+                                  ("owt", "owt", 2, 4, "alexnet_owt_tiny", "a"),
+                                  # Krizhevsky's FC passes: the same bytes as (a), in K pieces.
+                                  ("owt_b", "owt", 2, 4, "alexnet_owt_tiny", "b"),
+                                  ("owt_c", "owt", 2, 4, "alexnet_owt_tiny", "c"))
+  def test_the_compiled_step_moves_the_analytic_minimum(self, scheme, data, model, name,
+                                                        variant):
     batch = 32
-    setup = testing.build(name, scheme, data, model, testing.tiny_config(model=name), batch)
-    images = jax.ShapeDtypeStruct((batch, 64, 64, 3), jnp.float32, sharding=setup["sharding"])
-    labels = jax.ShapeDtypeStruct((batch,), jnp.int32, sharding=setup["sharding"])
-    hlo = setup["train_step"].lower(setup["state"], images, labels).compile().as_text()
+    run = testing.build(name, scheme, data, model,
+                        testing.tiny_config(model=name, owt_variant=variant), batch)
+    images = jax.ShapeDtypeStruct((batch, 64, 64, 3), jnp.float32, sharding=run.batch_sharding)
+    labels = jax.ShapeDtypeStruct((batch,), jnp.int32, sharding=run.batch_sharding)
+    hlo = run.scheme.train_step.lower(run.scheme.state, images, labels).compile().as_text()
     stats = hlo_stats.collective_stats(hlo, data * model)
     measured = sum(s.bytes_per_device for s in stats.values())
-    expected = costmodel.traffic(models.ARCHITECTURES[name], setup["plan"], batch, 64, 10).total
-    # Beyond the minimum the step only moves its two scalar metrics and, in owt, the int32
-    # labels and example ids gathered along with the features (under 8 bytes per example).
+    expected = costmodel.traffic(models.ARCHITECTURES[name], run.plan, batch, 64, 10).total
+    # Beyond the minimum the step only moves its scalar metrics and finiteness verdict and, in
+    # owt, the int32 labels and example ids gathered along with the features (under 8 bytes per
+    # example).
     self.assertBetween(measured - expected, 0, 8 * batch + 64)
 
 

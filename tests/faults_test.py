@@ -1,7 +1,9 @@
-"""main.py under faults, as separate processes: SIGKILL + restart, SIGTERM, many processes."""
+"""main.py under faults, as separate processes: SIGKILL + restart, SIGTERM and Ctrl-C, a failing
+checkpoint save, many processes with a peer that dies or hangs."""
 
 import json
 import os
+import resource
 import signal
 import socket
 import subprocess
@@ -11,6 +13,7 @@ import time
 
 import numpy as np
 from absl.testing import absltest
+from tensorboard.backend.event_processing import event_accumulator
 
 from hybrid_parallel import checkpointing
 
@@ -23,17 +26,20 @@ def command(workdir, *args):
   return [sys.executable, os.path.join(ROOT, "main.py"), *TINY, f"--workdir={workdir}", *args]
 
 
-def start(workdir, *args):
+def start(workdir, *args, stderr=subprocess.PIPE):
   return subprocess.Popen(command(workdir, *args), cwd=ROOT, stdout=subprocess.DEVNULL,
-                          stderr=subprocess.PIPE, text=True)
+                          stderr=stderr, text=True)
 
 
-def run(workdir, *args):
-  result = subprocess.run(command(workdir, *args), cwd=ROOT, capture_output=True, text=True,
-                          timeout=300)
-  if result.returncode != 0:
-    raise AssertionError(f"main.py failed:\n{result.stderr[-3000:]}")
-  return result
+def finish(*processes) -> list[str]:
+  """Waits for processes started by `start`; each must exit 0. Returns their stderr."""
+  errors = []
+  for process in processes:
+    _, stderr = process.communicate(timeout=300)
+    if process.returncode != 0:
+      raise AssertionError(f"main.py failed:\n{stderr[-3000:]}")
+    errors.append(stderr)
+  return errors
 
 
 def checkpoints(workdir):
@@ -43,9 +49,12 @@ def checkpoints(workdir):
       directory) else []
 
 
-def wait_for(predicate, timeout_s=240):
+def wait_for(predicate, timeout_s=240, process=None):
+  """Waits until `predicate()`; fails at the timeout, or at once if `process` ends first."""
   deadline = time.monotonic() + timeout_s
   while not predicate():
+    if process is not None and process.poll() is not None:
+      raise AssertionError(f"main.py ended first:\n{process.stderr.read()[-3000:]}")
     if time.monotonic() > deadline:
       raise AssertionError("timed out")
     time.sleep(0.05)
@@ -75,44 +84,122 @@ def tree_leaves(tree):
   return [tree]
 
 
+def files(workdir):
+  return sorted(os.path.join(root, name) for root, _, names in os.walk(workdir) for name in names)
+
+
+def scalars(workdir, tag):
+  """(step, value) of a TensorBoard scalar, as TensorBoard reads it (purged events dropped)."""
+  events = event_accumulator.EventAccumulator(workdir)
+  events.Reload()
+  return [(e.step, e.value) for e in events.Scalars(tag)]
+
+
 def free_port():
   with socket.socket() as s:
     s.bind(("127.0.0.1", 0))
     return s.getsockname()[1]
 
 
+def rows(workdir):
+  with open(os.path.join(workdir, "metrics.jsonl")) as f:
+    return [json.loads(line) for line in f]
+
+
 class PreemptionTest(absltest.TestCase):
-  STEPS = ["--config.num_train_steps=40", "--config.checkpoint_every_steps=5",
-           "--config.log_every_steps=5"]
+  STEPS = ["--config.num_train_steps=40", "--config.checkpoint_every_steps=10",
+           "--config.log_every_steps=2"]
 
   def test_sigkill_and_restart_end_bitwise_equal_to_an_uninterrupted_run(self):
     with tempfile.TemporaryDirectory() as straight, tempfile.TemporaryDirectory() as killed:
-      run(straight, *self.STEPS)
+      uninterrupted = start(straight, *self.STEPS)  # runs beside the killed one.
       process = start(killed, *self.STEPS)
-      wait_for(lambda: 10 in checkpoints(killed))
+      # Killed once it has logged steps past its last checkpoint: the restart repeats them.
+      wait_for(lambda: checkpoints(killed) and losses(killed) and
+               max(losses(killed)) > max(checkpoints(killed)))
       process.kill()
       process.wait()
       self.assertEqual(process.returncode, -signal.SIGKILL)
       self.assertNotIn(40, checkpoints(killed))  # it really died mid-run.
-      restarted = run(killed, *self.STEPS)
-      self.assertRegex(restarted.stderr, r"resumed from the checkpoint at step (1[05]|2[05]|3[05])")
+      restarted, _ = finish(start(killed, *self.STEPS), uninterrupted)
+      self.assertRegex(restarted, r"resumed from the checkpoint at step [123]0")
       got, expected = saved_state(killed, 40), saved_state(straight, 40)
+      killed_rows, straight_rows = rows(killed), rows(straight)
+      killed_events, straight_events = scalars(killed, "train_loss"), scalars(straight,
+                                                                             "train_loss")
+      # Started again, the finished run trains nothing and changes nothing.
+      before = {path: open(path, "rb").read() for path in files(straight)}
+      again, = finish(start(straight, *self.STEPS))
+      after = {path: open(path, "rb").read() for path in files(straight)}
     self.assertEqual(int(got["step"]), 40)
     for a, b in zip(tree_leaves(got), tree_leaves(expected), strict=True):
       np.testing.assert_array_equal(a, b)
+    # Each step once in metrics.jsonl and in TensorBoard, with the uninterrupted run's losses.
+    train_steps = list(range(2, 41, 2))
+    self.assertEqual([r["step"] for r in killed_rows if "train_loss" in r], train_steps)
+    self.assertEqual([r["step"] for r in killed_rows if "eval_loss" in r], [40])
+    self.assertEqual([r["train_loss"] for r in killed_rows if "train_loss" in r],
+                     [r["train_loss"] for r in straight_rows if "train_loss" in r])
+    self.assertEqual([step for step, _ in killed_events], train_steps)
+    self.assertEqual(killed_events, straight_events)
+    self.assertIn("is finished (its checkpoint is at step 40 of 40); nothing to train. Its "
+                  "final evaluation: loss ", again)
+    self.assertEqual(after, before)
 
-  def test_sigterm_saves_at_the_step_it_arrived_and_exits_0(self):
+  def test_sigterm_and_sigint_save_at_the_step_they_arrived(self):
+    long_run = ["--config.num_train_steps=100000", "--config.checkpoint_every_steps=5",
+                "--config.log_every_steps=1000"]
+    with tempfile.TemporaryDirectory() as term, tempfile.TemporaryDirectory() as interrupt, \
+        tempfile.TemporaryDirectory() as twice, tempfile.NamedTemporaryFile("r+") as log:
+      processes = {term: start(term, *long_run), interrupt: start(interrupt, *long_run),
+                   twice: start(twice, *long_run, stderr=log)}
+      self.addCleanup(lambda: [p.kill() for p in processes.values() if p.poll() is None])
+      for workdir, process in processes.items():
+        wait_for(lambda workdir=workdir: 5 in checkpoints(workdir), process=process)
+      processes[term].send_signal(signal.SIGTERM)
+      processes[interrupt].send_signal(signal.SIGINT)
+      # Ctrl-C twice: out at once, nothing saved. The second once the first has been taken (two
+      # pending signals of a kind are one).
+      processes[twice].send_signal(signal.SIGINT)
+      wait_for(lambda: "finishing the step in flight" in open(log.name).read())
+      processes[twice].send_signal(signal.SIGINT)
+      stderr = {workdir: p.communicate(timeout=120)[1] for workdir, p in processes.items()}
+      stderr[twice] = open(log.name).read()
+      for workdir, signum, code in ((term, signal.SIGTERM, 0), (interrupt, signal.SIGINT, 130)):
+        self.assertEqual(processes[workdir].returncode, code, stderr[workdir][-2000:])
+        name = signal.Signals(signum).name
+        step = int(stderr[workdir].split(f"{name}: saved the checkpoint at step ")[1]
+                   .split(";")[0])
+        self.assertEqual(checkpoints(workdir)[-1], step)
+        self.assertEqual(int(saved_state(workdir, step)["step"]), step)
+        self.assertEqual(max(losses(workdir)), step)  # the last metrics row is that step's.
+        self.assertNotIn("Traceback", stderr[workdir])
+      self.assertEqual(processes[twice].returncode, 130)
+      self.assertIn("error: a second SIGINT arrived; exiting now without saving.", stderr[twice])
+      self.assertNotIn("saved the checkpoint", stderr[twice])
+      self.assertNotIn("Traceback", stderr[twice])
+
+
+class CheckpointWriteTest(absltest.TestCase):
+
+  def test_a_save_that_fails_is_one_sentence_and_the_last_checkpoint_stays(self):
     with tempfile.TemporaryDirectory() as workdir:
       process = start(workdir, "--config.num_train_steps=100000",
-                      "--config.checkpoint_every_steps=5", "--config.log_every_steps=1000")
+                      "--config.checkpoint_every_steps=5", "--config.log_every_steps=5")
       wait_for(lambda: 5 in checkpoints(workdir))
-      process.send_signal(signal.SIGTERM)
+      # From now on no file of this process may grow past 64 KB, as on a full disk: the state's
+      # arrays no longer fit, the metrics and events do.
+      resource.prlimit(process.pid, resource.RLIMIT_FSIZE, (64 * 1024, 64 * 1024))
       _, stderr = process.communicate(timeout=120)
-      self.assertEqual(process.returncode, 0, stderr[-2000:])
-      step = int(stderr.split("SIGTERM: saved the checkpoint at step ")[1].split(";")[0])
-      self.assertEqual(checkpoints(workdir)[-1], step)
-      self.assertEqual(int(saved_state(workdir, step)["step"]), step)
-      self.assertEqual(max(losses(workdir)), step)  # the last metrics row is that step's.
+      self.assertEqual(process.returncode, 1, stderr[-2000:])
+      self.assertNotIn("Traceback", stderr)
+      errors = [line for line in stderr.splitlines() if line.startswith("error: ")]
+      self.assertLen(errors, 1)
+      latest = checkpoints(workdir)[-1]
+      self.assertRegex(errors[0], rf"error: the checkpoint at step \d+ could not be written to "
+                                  rf".*; the checkpoint at step {latest} is still the latest\.")
+      self.assertEqual(int(saved_state(workdir, latest)["step"]), latest)  # readable.
+      self.assertGreaterEqual(max(losses(workdir)), latest)  # what was logged is kept.
 
 
 class MultiProcessTest(absltest.TestCase):
@@ -128,11 +215,8 @@ class MultiProcessTest(absltest.TestCase):
     for mesh in (["--config.parallelism=hybrid"],
                  ["--config.parallelism=data", "--config.mesh.data=4", "--config.mesh.model=1"]):
       with tempfile.TemporaryDirectory() as one, tempfile.TemporaryDirectory() as two:
-        run(one, *steps, *mesh)
-        processes = self._two_processes(two, *steps, *mesh)
-        for p in processes:
-          _, stderr = p.communicate(timeout=300)
-          self.assertEqual(p.returncode, 0, stderr[-3000:])
+        # The one-process reference runs beside the two processes.
+        finish(start(one, *steps, *mesh), *self._two_processes(two, *steps, *mesh))
         self.assertEqual(sorted(losses(two)), [1, 2, 3, 4])
         np.testing.assert_allclose(list(losses(two).values()), list(losses(one).values()),
                                    rtol=1e-5)
@@ -146,11 +230,7 @@ class MultiProcessTest(absltest.TestCase):
             "--config.global_batch_size=8", "--config.eval_batch_size=8",
             "--config.checkpoint_every_steps=4"]
     with tempfile.TemporaryDirectory() as one, tempfile.TemporaryDirectory() as two:
-      run(one, *args)
-      processes = self._two_processes(two, *args)
-      for p in processes:
-        _, stderr = p.communicate(timeout=300)
-        self.assertEqual(p.returncode, 0, stderr[-3000:])
+      finish(start(one, *args), *self._two_processes(two, *args))
       np.testing.assert_allclose(list(losses(two).values()), list(losses(one).values()),
                                  rtol=1e-5)
       self.assertEqual(sorted(losses(two)), [1, 2, 3, 4])
@@ -161,7 +241,9 @@ class MultiProcessTest(absltest.TestCase):
       processes = self._two_processes(workdir, "--config.num_train_steps=100000",
                                       "--config.log_every_steps=5", "--config.step_timeout_s=30",
                                       "--heartbeat_timeout_s=10")
-      wait_for(lambda: os.path.exists(os.path.join(workdir, "metrics.jsonl")))
+      # Killed once both train (a logged step): not while they compile, when JAX's coordination
+      # service, not a failed collective, is what notices.
+      wait_for(lambda: os.path.exists(os.path.join(workdir, "metrics.jsonl")) and losses(workdir))
       processes[1].kill()
       killed_at = time.monotonic()
       _, stderr = processes[0].communicate(timeout=120)
@@ -171,6 +253,27 @@ class MultiProcessTest(absltest.TestCase):
                                r"failed \(.*\)|no training step finished in 30 s); another "
                                r"(process|of the 2 processes) has probably died")
       processes[1].communicate()
+
+  def test_a_hung_process_trips_the_others_watchdog(self):
+    with tempfile.TemporaryDirectory() as workdir:
+      # The heartbeat outlasts the step timeout: the watchdog, not jax.distributed, must notice.
+      processes = self._two_processes(workdir, "--config.num_train_steps=100000",
+                                      "--config.log_every_steps=5", "--config.step_timeout_s=10",
+                                      "--heartbeat_timeout_s=300")
+      wait_for(lambda: os.path.exists(os.path.join(workdir, "metrics.jsonl")) and losses(workdir))
+      processes[1].send_signal(signal.SIGSTOP)  # hung, not dead: its sockets stay open.
+      stopped_at = time.monotonic()
+      try:
+        _, stderr = processes[0].communicate(timeout=120)
+        waited = time.monotonic() - stopped_at
+      finally:
+        processes[1].kill()
+        processes[1].communicate()
+      self.assertEqual(processes[0].returncode, 1)
+      self.assertBetween(waited, 5, 10 + 15)  # about the timeout (since the last step), plus a
+      # check period and the exit.
+      self.assertIn("error: no training step finished in 10 s; another of the 2 processes has "
+                    "probably died or hung (this is process 0).", stderr)
 
 
 if __name__ == "__main__":

@@ -1,24 +1,28 @@
 """The HLO accounting of small known programs equals hand-computed bytes and messages."""
 
-from tests import testing  # noqa: F401  (sets up 8 CPU devices first)
+
+import jax
+import jax.numpy as jnp
+from absl.testing import absltest
+from jax.sharding import NamedSharding, PartitionSpec as P
+
+from hybrid_parallel import collectives
+from hybrid_parallel import mesh as mesh_lib
+from hybrid_parallel.analysis import hlo_stats
 
 
-import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
-from absl.testing import absltest  # noqa: E402
-from jax.sharding import NamedSharding, PartitionSpec as P  # noqa: E402
-
-from hybrid_parallel import collectives, hlo_stats  # noqa: E402
-from hybrid_parallel import mesh as mesh_lib  # noqa: E402
-
-
-def compiled_stats(body, local_shape=(8, 16)):
+def compiled_hlo(body, local_shape=(8, 16)) -> str:
+  """The compiled program of `body` on each device's [8, 16] block of a 2 × 4 mesh."""
   mesh = mesh_lib.make_mesh(2, 4)
   fn = jax.jit(jax.shard_map(body, mesh=mesh, in_specs=P("data", "model"),
                              out_specs=P("data", "model"), check_vma=False))
   x = jax.ShapeDtypeStruct((local_shape[0] * 2, local_shape[1] * 4), jnp.float32,
                            sharding=NamedSharding(mesh, P("data", "model")))
-  return hlo_stats.collective_stats(fn.lower(x).compile().as_text(), num_devices=8)
+  return fn.lower(x).compile().as_text()
+
+
+def compiled_stats(body, local_shape=(8, 16)):
+  return hlo_stats.collective_stats(compiled_hlo(body, local_shape), num_devices=8)
 
 
 class HloStatsTest(absltest.TestCase):
@@ -61,6 +65,39 @@ class HloStatsTest(absltest.TestCase):
     self.assertEqual(stats["collective-permute"].ops, 2 * 3)
     self.assertAlmostEqual(stats["collective-permute"].bytes_per_device, 2 * 3 / 4 * n)
     self.assertAlmostEqual(stats["collective-permute"].busiest_device_bytes, 2 * 3 / 4 * n)
+
+  def test_async_collectives_and_the_compute_in_flight(self):
+    # A scheduled module as XLA:GPU writes it: an all-reduce overlapping a fusion and a
+    # convolution, an all-gather with nothing between its start and done, and a synchronous
+    # all-reduce (not asynchronous: not listed).
+    hlo = """HloModule m, is_scheduled=true
+
+%add (a: f32[], b: f32[]) -> f32[] {
+  %a = f32[] parameter(0)
+  %b = f32[] parameter(1)
+  ROOT %s = f32[] add(f32[] %a, f32[] %b)
+}
+
+ENTRY %main (p: f32[1024], x: f32[256]) -> f32[1024] {
+  %p = f32[1024]{0} parameter(0)
+  %x = f32[256]{0} parameter(1)
+  %all-reduce-start = f32[1024]{0} all-reduce-start(f32[1024]{0} %p), to_apply=%add
+  %fusion.1 = f32[64,64]{1,0} fusion(f32[1024]{0} %p), kind=kLoop, calls=%f1
+  %convolution.2 = f32[8,8]{1,0} convolution(f32[64,64]{1,0} %fusion.1, f32[64,64]{1,0} %fusion.1)
+  %all-reduce-done = f32[1024]{0} all-reduce-done(f32[1024]{0} %all-reduce-start)
+  %all-gather-start = (f32[256]{0}, f32[512]{0}) all-gather-start(f32[256]{0} %x), dimensions={0}
+  %all-gather-done = f32[512]{0} all-gather-done((f32[256]{0}, f32[512]{0}) %all-gather-start)
+  ROOT %all-reduce = f32[1024]{0} all-reduce(f32[1024]{0} %all-reduce-done), to_apply=%add
+}
+"""
+    found = hlo_stats.async_collectives(hlo)
+    self.assertEqual([(c.kind, c.bytes, c.compute_ops_in_flight) for c in found],
+                     [("all-reduce", 4096, 2), ("all-gather", 2048, 0)])
+
+  def test_xla_cpu_runs_collectives_synchronously(self):
+    hlo = compiled_hlo(lambda x: jax.lax.psum(x, "model"))
+    self.assertEqual(hlo_stats.collective_stats(hlo, 8)["all-reduce"].ops, 1)
+    self.assertEqual(hlo_stats.async_collectives(hlo), [])
 
   def test_shapes(self):
     self.assertEqual(hlo_stats.shape_bytes("bf16[3,5]{1,0}"), 30)

@@ -1,25 +1,25 @@
 """Datasets load as documented, batches follow (seed, step) only, bad files get one sentence."""
 
-from tests import testing  # noqa: F401  (sets up 8 CPU devices first)
+import os
+import tempfile
 
-import os  # noqa: E402
-import tempfile  # noqa: E402
+import jax
+import numpy as np
+from absl.testing import absltest, parameterized
+from jax.sharding import NamedSharding, PartitionSpec as P
 
-import jax  # noqa: E402
-import numpy as np  # noqa: E402
-from absl.testing import absltest, parameterized  # noqa: E402
-from jax.sharding import NamedSharding, PartitionSpec as P  # noqa: E402
-
-import input_pipeline  # noqa: E402
-from hybrid_parallel import mesh as mesh_lib  # noqa: E402
-from hybrid_parallel.errors import UserError  # noqa: E402
+import experiment
+import input_pipeline
+from hybrid_parallel import mesh as mesh_lib
+from hybrid_parallel.errors import UserError
+from tests import testing
 
 _digits = {}
 
 
 def digits():
   if not _digits:
-    _digits["d"] = input_pipeline.load(testing.tiny_config(dataset="digits"))
+    _digits["d"] = experiment.load_dataset(testing.tiny_config(dataset="digits"))
   return _digits["d"]
 
 
@@ -79,7 +79,8 @@ class OrderTest(absltest.TestCase):
     mesh = mesh_lib.make_mesh(2, 2)
     sharding = NamedSharding(mesh, P("data"))
     # Resuming at step 3: the iterator's first batch is step 3's, and its position is then 4.
-    images, labels, position = next(input_pipeline.train_iterator(d, sharding, 8, 0, position=3))
+    images, labels, position = next(input_pipeline.train_iterator(d, sharding, 8, seed=0,
+                                                                  position=3))
     rows = input_pipeline.train_indices(d, 8, 0, 3)
     self.assertEqual(position, 4)
     self.assertEqual(images.sharding, sharding)
@@ -100,7 +101,7 @@ class NpzTest(parameterized.TestCase):
   def test_valid_file_loads_resized(self):
     with tempfile.TemporaryDirectory() as tmp:
       path = write_npz(tmp, **valid_arrays())
-      d = input_pipeline.load(testing.tiny_config(dataset=f"npz:{path}"))
+      d = experiment.load_dataset(testing.tiny_config(dataset=f"npz:{path}"))
     self.assertEqual(d.x_train.shape, (20, 64, 64, 3))
     self.assertEqual(d.num_classes, 4)
 
@@ -119,26 +120,26 @@ class NpzTest(parameterized.TestCase):
     with tempfile.TemporaryDirectory() as tmp:
       path = write_npz(tmp, **arrays)
       with self.assertRaisesRegex(UserError, message):
-        input_pipeline.load(testing.tiny_config(dataset=f"npz:{path}"))
+        experiment.load_dataset(testing.tiny_config(dataset=f"npz:{path}"))
 
   def test_missing_and_unreadable_files(self):
     with tempfile.TemporaryDirectory() as tmp:
       missing = os.path.join(tmp, "nope.npz")
       with self.assertRaisesRegex(UserError, "does not exist"):
-        input_pipeline.load(testing.tiny_config(dataset=f"npz:{missing}"))
+        experiment.load_dataset(testing.tiny_config(dataset=f"npz:{missing}"))
       garbage = os.path.join(tmp, "garbage.npz")
       with open(garbage, "wb") as f:
         f.write(b"not a zip file at all")
       with self.assertRaisesRegex(UserError, "is not a readable .npz file"):
-        input_pipeline.load(testing.tiny_config(dataset=f"npz:{garbage}"))
+        experiment.load_dataset(testing.tiny_config(dataset=f"npz:{garbage}"))
 
   def test_unknown_dataset(self):
     with self.assertRaisesRegex(UserError, "unknown dataset 'mnist_foo'"):
-      input_pipeline.load(testing.tiny_config(dataset="mnist_foo"))
+      experiment.load_dataset(testing.tiny_config(dataset="mnist_foo"))
 
   def test_synthetic_is_deterministic(self):
     config = testing.tiny_config(dataset="synthetic", synthetic_examples=16)
-    a, b = input_pipeline.load(config), input_pipeline.load(config)
+    a, b = experiment.load_dataset(config), experiment.load_dataset(config)
     np.testing.assert_array_equal(a.x_train, b.x_train)
     self.assertEqual(a.x_train.shape, (16, 64, 64, 3))
 

@@ -1,12 +1,10 @@
 """The ("data", "model") mesh and its validation."""
 
-from tests import testing  # noqa: F401  (sets up 8 CPU devices first)
+import jax
+from absl.testing import absltest
 
-import jax  # noqa: E402
-from absl.testing import absltest  # noqa: E402
-
-from hybrid_parallel import mesh as mesh_lib  # noqa: E402
-from hybrid_parallel.errors import UserError  # noqa: E402
+from hybrid_parallel import mesh as mesh_lib
+from hybrid_parallel.errors import UserError
 
 
 class MeshTest(absltest.TestCase):

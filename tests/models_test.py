@@ -1,20 +1,18 @@
 """The Krizhevsky networks: published sizes, column structure, LRN, dropout, layout errors."""
 
-from tests import testing  # noqa: F401  (sets up 8 CPU devices first)
+import dataclasses
 
-import dataclasses  # noqa: E402
+import jax
+import jax.numpy as jnp
+import numpy as np
+from absl.testing import absltest, parameterized
+from flax import linen as nn
 
-import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
-from absl.testing import absltest, parameterized  # noqa: E402
-from flax import linen as nn  # noqa: E402
+from jax.sharding import PartitionSpec as P
 
-from jax.sharding import PartitionSpec as P  # noqa: E402
-
-from hybrid_parallel import layers, models, partitioning  # noqa: E402
-from hybrid_parallel import mesh as mesh_lib  # noqa: E402
-from hybrid_parallel.errors import UserError  # noqa: E402
+from hybrid_parallel import layers, models, partitioning
+from hybrid_parallel import mesh as mesh_lib
+from hybrid_parallel.errors import UserError
 
 
 def abstract_params(name, classes, image_size=None):
@@ -73,6 +71,23 @@ class ModelsTest(parameterized.TestCase):
     np.testing.assert_array_equal(jax.grad(loss(layers.overlapping_max_pool))(x),
                                   jax.grad(loss(reference))(x))
 
+  def test_both_max_pool_implementations_give_the_same_model(self):
+    x = jnp.asarray(np.random.RandomState(0).randn(4, 64, 64, 3), jnp.float32)
+    ids, key = jnp.arange(4), jax.random.key(1)
+    results = []
+    for implementation in layers.MAX_POOLS:
+      net = models.build("alexnet_owt_tiny", 10, image_size=64, max_pool=implementation)
+      params = net.init(jax.random.key(0), x[:1], example_ids_B=ids[:1])["params"]
+      loss = lambda p, net=net: jnp.sum(net.apply({"params": p}, x, example_ids_B=ids,
+                                                  dropout_key=key) ** 2)
+      results.append(jax.value_and_grad(loss)(params))
+    (loss_a, grads_a), (loss_b, grads_b) = results
+    np.testing.assert_allclose(loss_a, loss_b, rtol=1e-6)
+    jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7), grads_a,
+                 grads_b)
+    with self.assertRaisesRegex(UserError, "unknown max_pool 'average'"):
+      models.build("alexnet_owt_tiny", 10, image_size=64, max_pool="average")
+
   def test_dropout_mask_follows_the_example_not_the_position(self):
     key = jax.random.key(3)
     x = jnp.ones((2, 1000))
@@ -96,7 +111,7 @@ class ModelsTest(parameterized.TestCase):
   )
   def test_impossible_layouts_name_the_layer(self, name, layout, image_size, message):
     with self.assertRaisesRegex(UserError, message):
-      models.build(name, 10, layout, image_size)
+      models.build(name, 10, layout, image_size=image_size)
 
   def test_column_connectivity_limits_the_model_axis(self):
     tiny = models.ARCHITECTURES["alexnet_tiny"]
@@ -106,7 +121,7 @@ class ModelsTest(parameterized.TestCase):
       models.check_layout("two_columns", without_lrn, models.Layout(conv_shards=4), 64)
 
   def test_batch_norm_statistics_per_worker_or_over_the_whole_batch(self):
-    plan = partitioning.plan("data", 2, 1)
+    plan = partitioning.make_plan("data", 2, 1)
     mesh = mesh_lib.make_mesh(2, 1)
     images = jnp.asarray(np.random.RandomState(0).randn(8, 64, 64, 3), jnp.float32)
     ids, key = jnp.arange(8), jax.random.key(1)
@@ -118,7 +133,8 @@ class ModelsTest(parameterized.TestCase):
 
     results = {}
     for sync in (False, True):
-      net = models.build("alexnet_bn_tiny", 10, plan.layout, 64, 0.0, sync_batch_norm=sync)
+      net = models.build("alexnet_bn_tiny", 10, plan.layout, image_size=64, dropout_rate=0.0,
+                         sync_batch_norm=sync)
       step = jax.shard_map(lambda x, ids, net=net: train_mode(net, x, ids), mesh=mesh,
                            in_specs=(P("data"), P("data")), out_specs=(P("data"), P()))
       shard = lambda x: jax.device_put(x, jax.sharding.NamedSharding(mesh, P("data")))

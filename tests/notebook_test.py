@@ -7,7 +7,8 @@ from absl.testing import absltest
 import nbclient
 import nbformat
 
-from hybrid_parallel import costmodel, models, partitioning
+from hybrid_parallel import models, partitioning
+from hybrid_parallel.analysis import costmodel
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NOTEBOOK = os.path.join(ROOT, "notebooks", "colab.ipynb")
@@ -54,8 +55,8 @@ class NotebookTest(absltest.TestCase):
     shown = _printed_json(_outputs(self.notebook, "bytes"))
     self.assertEqual(list(shown), ["single", "data2", "data4", "model2", "hybrid4", "owt8"])
     self.assertEqual(shown["single"], {"gradients": 0.0, "activations": 0.0})
-    hybrid = costmodel.traffic(models.ARCHITECTURES["alexnet"], partitioning.plan("hybrid", 2, 2),
-                               256, 224, 1000)
+    hybrid = costmodel.traffic(models.ARCHITECTURES["alexnet"],
+                               partitioning.make_plan("hybrid", 2, 2), 256, 224, 1000)
     self.assertEqual(shown["hybrid4"], {"gradients": hybrid.gradients,
                                         "activations": hybrid.activations})
     self.assertGreater(shown["hybrid4"]["activations"], 0)

@@ -1,15 +1,15 @@
 """Learning-rate rules equal their formulas; the update is Krizhevsky et al.'s."""
 
-from tests import testing  # noqa: F401  (sets up 8 CPU devices first)
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from absl.testing import absltest, parameterized
 
-import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
-import optax  # noqa: E402
-from absl.testing import absltest, parameterized  # noqa: E402
-
-from hybrid_parallel import models, optim  # noqa: E402
-from hybrid_parallel.errors import UserError  # noqa: E402
+import experiment
+from hybrid_parallel import models, optim
+from hybrid_parallel.errors import UserError
+from tests import testing
 
 
 class ScheduleTest(parameterized.TestCase):
@@ -17,14 +17,14 @@ class ScheduleTest(parameterized.TestCase):
   @parameterized.named_parameters(
       ("none", "none", 0.01), ("linear", "linear", 0.08), ("sqrt", "sqrt", 0.01 * 8 ** 0.5))
   def test_peak_learning_rate(self, rule, expected):
-    self.assertAlmostEqual(optim.peak_learning_rate(0.01, 1024, 128, rule), expected)
+    self.assertAlmostEqual(optim.peak_learning_rate(0.01, 1024, reference_batch=128,
+                                                    scaling=rule), expected)
 
-  def test_gradual_warmup_then_step_decay(self):
+  def test_gradual_warmup_then_step_decay_from_a_config(self):
     config = testing.tiny_config(base_learning_rate=0.1, reference_batch_size=256,
-                                 lr_scaling="linear", warmup_epochs=2, lr_decay="step",
-                                 lr_decay_factor=0.1, lr_decay_epochs=(5, 8))
-    schedule = optim.learning_rate_schedule(config, global_batch=2048, steps_per_epoch=10,
-                                            total_steps=100)
+                                 global_batch_size=2048, lr_scaling="linear", warmup_epochs=2,
+                                 lr_decay="step", lr_decay_factor=0.1, lr_decay_epochs=(5, 8))
+    schedule = experiment.make_schedule(config, steps_per_epoch=10, total_steps=100)
     peak = 0.1 * 8
     # Goyal et al.: from η at step 0 linearly to kη after 5 (here 2) epochs.
     np.testing.assert_allclose(schedule(0), 0.1, rtol=1e-6)
@@ -35,44 +35,46 @@ class ScheduleTest(parameterized.TestCase):
     np.testing.assert_allclose(schedule(80), peak * 0.01, rtol=1e-6)  # and again at epoch 8.
 
   def test_constant_warmup_holds_the_base_rate_then_jumps(self):
-    config = testing.tiny_config(base_learning_rate=0.1, reference_batch_size=256,
-                                 lr_scaling="linear", warmup_epochs=2, warmup="constant",
-                                 lr_decay="constant")
-    schedule = optim.learning_rate_schedule(config, 2048, 10, 100)
+    schedule = optim.learning_rate_schedule(0.1, 0.8, steps_per_epoch=10, total_steps=100,
+                                            warmup_epochs=2, warmup="constant",
+                                            decay="constant")
     np.testing.assert_allclose([schedule(0), schedule(19), schedule(20), schedule(99)],
                                [0.1, 0.1, 0.8, 0.8], rtol=1e-6)
 
   def test_cosine_decay_reaches_zero(self):
-    config = testing.tiny_config(lr_decay="cosine", base_learning_rate=0.02, lr_scaling="none")
-    schedule = optim.learning_rate_schedule(config, 128, 10, 100)
+    schedule = optim.learning_rate_schedule(0.02, 0.02, steps_per_epoch=10, total_steps=100,
+                                            decay="cosine")
     np.testing.assert_allclose([schedule(0), schedule(50), schedule(100)], [0.02, 0.01, 0.0],
                                atol=1e-7)
 
+  def test_unknown_scaling(self):
+    with self.assertRaisesRegex(UserError, "unknown lr_scaling 'cubic'"):
+      optim.peak_learning_rate(0.1, 128, reference_batch=128, scaling="cubic")
+
   @parameterized.named_parameters(
-      ("scaling", dict(lr_scaling="cubic"), "unknown lr_scaling 'cubic'"),
-      ("decay", dict(lr_decay="poly"), "unknown lr_decay 'poly'"),
+      ("decay", dict(decay="poly"), "unknown lr_decay 'poly'"),
       ("warmup", dict(warmup="linear"), "unknown warmup 'linear'"),
   )
-  def test_unknown_rules(self, overrides, message):
+  def test_unknown_schedule_rules(self, overrides, message):
     with self.assertRaisesRegex(UserError, message):
-      optim.learning_rate_schedule(testing.tiny_config(**overrides), 128, 10, 100)
+      optim.learning_rate_schedule(0.1, 0.1, steps_per_epoch=10, total_steps=100, **overrides)
 
   @parameterized.named_parameters(
       ("optimizer", dict(optimizer="adam"), "unknown optimizer 'adam'"),
       ("group", dict(lr_multipliers={"conv": 2.0, "head": 1.0}),
        "unknown lr_multipliers group 'head'"),
+      ("group_at_one", dict(lr_multipliers={"head": 1.0}), "unknown lr_multipliers group 'head'"),
   )
   def test_unknown_optimizer_settings(self, overrides, message):
     with self.assertRaisesRegex(UserError, message):
-      optim.make_optimizer(testing.tiny_config(**overrides), lambda _: 0.1)
+      optim.make_optimizer(lambda _: 0.1, **overrides)
 
 
 class UpdateTest(absltest.TestCase):
 
   def test_krizhevsky_update_with_decay_on_weights_only(self):
-    config = testing.tiny_config(momentum=0.9, weight_decay=5e-4, nesterov=False)
     lr = 0.1
-    tx = optim.make_optimizer(config, lambda _: lr)
+    tx = optim.make_optimizer(lambda _: lr, momentum=0.9, weight_decay=5e-4, nesterov=False)
     params = {"kernel": jnp.full((2, 2), 3.0), "bias": jnp.full((2,), 3.0)}
     grads = [{"kernel": jnp.full((2, 2), g), "bias": jnp.full((2,), g)} for g in (1.0, -2.0)]
     state = tx.init(params)
@@ -123,7 +125,7 @@ class LarsTest(absltest.TestCase):
                 lars_eps=0.0, nesterov=False)
 
   def test_trust_ratio_and_decay_on_kernels_only(self):
-    tx = optim.make_optimizer(testing.tiny_config(**self.CONFIG), lambda _: 2.0)
+    tx = optim.make_optimizer(lambda _: 2.0, **self.CONFIG)
     params, grads = _leaf_tree(), _grads(1)[0]
     updates = _first_update(tx, grads, params)
     for layer in ("conv1", "fc6"):
@@ -135,7 +137,7 @@ class LarsTest(absltest.TestCase):
       np.testing.assert_allclose(updates[layer]["bias"], -2.0 * grads[layer]["bias"], rtol=1e-6)
 
   def test_equals_optax_lars_at_a_constant_rate(self):
-    ours = optim.make_optimizer(testing.tiny_config(**self.CONFIG), lambda _: 0.5)
+    ours = optim.make_optimizer(lambda _: 0.5, **self.CONFIG)
     mask = lambda p: jax.tree.map(lambda x: x.ndim > 1, p)
     reference = optax.lars(0.5, weight_decay=5e-4, weight_decay_mask=mask,
                            trust_coefficient=0.001, trust_ratio_mask=mask, momentum=0.9)
@@ -148,11 +150,10 @@ class LarsTest(absltest.TestCase):
     rates = [0.1, 0.4, 1.6, 0.2]
     schedule = lambda step: jnp.asarray(rates)[step]
     for optimizer in ("sgd", "lars"):
-      config = testing.tiny_config(**dict(self.CONFIG, optimizer=optimizer))
-      ours = _run(optim.make_optimizer(config, schedule), _grads(4))
+      settings = dict(self.CONFIG, optimizer=optimizer)
+      ours = _run(optim.make_optimizer(schedule, **settings), _grads(4))
       # The same optimiser without momentum at rate 1 gives −u_t.
-      no_momentum = optim.make_optimizer(testing.tiny_config(**dict(config, momentum=0.0)),
-                                         lambda _: 1.0)
+      no_momentum = optim.make_optimizer(lambda _: 1.0, **dict(settings, momentum=0.0))
       params, v, previous_rate = _leaf_tree(), None, None
       for rate, g in zip(rates, _grads(4)):
         u = jax.tree.map(lambda x: -x, _first_update(no_momentum, g, params))
@@ -177,11 +178,10 @@ class GroupMultiplierTest(absltest.TestCase):
     params = net.init(jax.random.PRNGKey(0), jnp.zeros((1, 64, 64, 3)),
                       example_ids_B=jnp.zeros(1, jnp.int32))["params"]
     grads = jax.tree.map(jnp.ones_like, params)
-    plain = testing.tiny_config(weight_decay=0.0, momentum=0.0)
-    scaled = testing.tiny_config(weight_decay=0.0, momentum=0.0,
-                                 lr_multipliers={"conv": 8.0, "fc": 1.0})
-    base, got = (_first_update(optim.make_optimizer(c, lambda _: 0.01), grads, params)
-                 for c in (plain, scaled))
+    plain = dict(weight_decay=0.0, momentum=0.0)
+    scaled = dict(weight_decay=0.0, momentum=0.0, lr_multipliers={"conv": 8.0, "fc": 1.0})
+    base, got = (_first_update(optim.make_optimizer(lambda _: 0.01, **settings), grads, params)
+                 for settings in (plain, scaled))
     factors = {}
     for (path, b), g in zip(jax.tree_util.tree_leaves_with_path(base), jax.tree.leaves(got)):
       factor = float(np.unique(np.asarray(g / b)).item())

@@ -1,13 +1,12 @@
 """THE table: each scheme's PartitionSpecs, gradient axes and batch layout."""
 
-from tests import testing  # noqa: F401  (sets up 8 CPU devices first)
+from absl.testing import absltest, parameterized
+from jax.sharding import PartitionSpec as P
 
-from absl.testing import absltest, parameterized  # noqa: E402
-from jax.sharding import PartitionSpec as P  # noqa: E402
-
-from hybrid_parallel import partitioning  # noqa: E402
-from hybrid_parallel.errors import UserError  # noqa: E402
-from tests.models_test import abstract_params  # noqa: E402
+from hybrid_parallel import partitioning
+from hybrid_parallel.errors import UserError
+from tests import testing
+from tests.models_test import abstract_params
 
 W = P()  # whole on every device
 CONV_SPLIT = {"kernel": P(None, None, None, "model"), "bias": P("model")}
@@ -33,7 +32,7 @@ class PartitioningTest(parameterized.TestCase):
       ("owt", "owt", 2, 4, expected_specs(CONV_WHOLE, FC_SPLIT, CLASSIFIER_SPLIT)),
   )
   def test_param_specs(self, scheme, data, model, expected):
-    plan = partitioning.plan(scheme, data, model)
+    plan = partitioning.make_plan(scheme, data, model)
     specs = partitioning.param_specs(abstract_params("alexnet", 1000), plan, "fc8")
     self.assertEqual(specs, expected)
 
@@ -47,7 +46,7 @@ class PartitioningTest(parameterized.TestCase):
   )
   def test_batch_and_gradient_axes(self, scheme, data, model, batch_spec, conv_axes, fc_axes,
                                    divisor):
-    plan = partitioning.plan(scheme, data, model)
+    plan = partitioning.make_plan(scheme, data, model)
     self.assertEqual(plan.batch_spec, batch_spec)
     self.assertEqual(plan.batch_divisor, divisor)
     axes = partitioning.map_with_grad_axes(lambda _, a: a, abstract_params("alexnet", 10), plan)
@@ -63,19 +62,19 @@ class PartitioningTest(parameterized.TestCase):
   )
   def test_bad_plans(self, scheme, data, model, message):
     with self.assertRaisesRegex(UserError, message):
-      partitioning.plan(scheme, data, model)
+      partitioning.make_plan(scheme, data, model)
 
   def test_batch_must_split_over_the_batch_devices(self):
-    partitioning.check_batch(partitioning.plan("owt", 2, 4), 1024)
+    partitioning.check_batch(partitioning.make_plan("owt", 2, 4), 1024)
     with self.assertRaisesRegex(UserError, "global_batch_size 100 cannot be split evenly over "
                                 "the 8 devices"):
-      partitioning.check_batch(partitioning.plan("owt", 2, 4), 100)
+      partitioning.check_batch(partitioning.make_plan("owt", 2, 4), 100)
 
   def test_microbatches_must_split_each_devices_batch(self):
-    partitioning.check_batch(partitioning.plan("data", 4, 1), 64, microbatches=16)
+    partitioning.check_batch(partitioning.make_plan("data", 4, 1), 64, microbatches=16)
     with self.assertRaisesRegex(UserError, "each device's 16 examples cannot be split into 3 "
                                 "microbatches; use a global_batch_size that is a multiple of 12"):
-      partitioning.check_batch(partitioning.plan("data", 4, 1), 64, microbatches=3)
+      partitioning.check_batch(partitioning.make_plan("data", 4, 1), 64, microbatches=3)
 
   @parameterized.named_parameters(
       ("batch_norm", "alexnet_bn_tiny", {}, "parallelism 'averaging' keeps no batch-norm"),

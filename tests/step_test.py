@@ -1,14 +1,15 @@
 """Every synchronous scheme computes the single-device SGD: same losses, same parameters."""
 
-from tests import testing  # noqa: F401  (sets up 8 CPU devices first)
+import jax
+import jax.numpy as jnp
+import numpy as np
+from absl.testing import absltest, parameterized
+from jax.sharding import PartitionSpec as P
 
-import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
-from absl.testing import absltest, parameterized  # noqa: E402
-from jax.sharding import PartitionSpec as P  # noqa: E402
-
-from hybrid_parallel import hlo_stats, models, step  # noqa: E402
+from hybrid_parallel import models
+from hybrid_parallel.analysis import hlo_stats
+from hybrid_parallel.steps import common, explicit
+from tests import testing
 
 GLOBAL_BATCH = 16  # divisible by every mesh below, including owt's 8-way conv batch.
 STEPS = 3
@@ -23,9 +24,9 @@ def reference(model_name, optimizer="sgd"):
   if (model_name, optimizer) not in _reference:
     config = CONFIG.copy_and_resolve_references()
     config.optimizer = optimizer
-    setup = testing.build(model_name, "single", 1, 1, config, GLOBAL_BATCH)
-    initial = jax.tree.map(np.asarray, setup["state"].params)
-    losses, variables = testing.train_steps(setup, BATCHES)
+    run = testing.build(model_name, "single", 1, 1, config, GLOBAL_BATCH)
+    initial = jax.tree.map(np.asarray, run.scheme.state.params)
+    _, losses, variables = testing.train_steps(run, BATCHES)
     _reference[model_name, optimizer] = initial, losses, variables
   return _reference[model_name, optimizer]
 
@@ -65,8 +66,8 @@ class EquivalenceTest(parameterized.TestCase):
     config = CONFIG.copy_and_resolve_references()
     config.update(overrides or {})
     initial, ref_losses, ref_variables = reference(model_name, config.optimizer)
-    setup = testing.build(model_name, scheme, data, model, config, GLOBAL_BATCH)
-    losses, variables = testing.train_steps(setup, BATCHES)
+    run = testing.build(model_name, scheme, data, model, config, GLOBAL_BATCH)
+    _, losses, variables = testing.train_steps(run, BATCHES)
 
     np.testing.assert_allclose(losses, ref_losses, rtol=1e-6, atol=1e-6)
     moved = max(np.abs(a - b).max() for a, b in zip(jax.tree.leaves(ref_variables["params"]),
@@ -87,9 +88,9 @@ class EquivalenceTest(parameterized.TestCase):
     weights = (np.arange(GLOBAL_BATCH) < 11).astype(np.float32)  # a partial last batch.
     sums = []
     for args in (("single", 1, 1), (scheme, data, model)):
-      setup = testing.build(model_name, *args, CONFIG, GLOBAL_BATCH)
-      sums.append(jax.device_get(setup["eval_step"](setup["scheme"].eval_variables(setup["state"]),
-                                                    *testing.put(setup, images, labels, weights))))
+      run = testing.build(model_name, *args, CONFIG, GLOBAL_BATCH)
+      sums.append(jax.device_get(run.eval_step(run.scheme.eval_variables(run.scheme.state),
+                                               *testing.put(run, images, labels, weights))))
     self.assertEqual(sums[0]["count"], 11)
     for key in sums[0]:
       np.testing.assert_allclose(sums[1][key], sums[0][key], rtol=1e-6)
@@ -101,26 +102,26 @@ class EquivalenceTest(parameterized.TestCase):
     images = rng.randn(GLOBAL_BATCH, crops, *BATCHES[0][0].shape[1:]).astype(np.float32)
     labels, weights = BATCHES[0][1], np.ones(GLOBAL_BATCH, np.float32)
     single = testing.build("alexnet_owt_tiny", "single", 1, 1, CONFIG, GLOBAL_BATCH)
-    variables = single["scheme"].eval_variables(single["state"])
-    probs = np.mean([jax.nn.softmax(single["model"].apply(
-        variables, images[:, k], example_ids_B=step.example_ids(single["plan"], GLOBAL_BATCH)))
+    variables = single.scheme.eval_variables(single.scheme.state)
+    probs = np.mean([jax.nn.softmax(single.model.apply(
+        variables, images[:, k], example_ids_B=common.example_ids(single.plan, GLOBAL_BATCH)))
         for k in range(crops)], axis=0)
     top1 = np.argmax(probs, -1) == labels
-    setup = testing.build("alexnet_owt_tiny", scheme, data, model, CONFIG, GLOBAL_BATCH)
-    eval_step = step.make_eval_step(setup["model"], setup["plan"], setup["mesh"],
-                                    setup["scheme"].eval_specs, crops=crops)
-    sums = jax.device_get(eval_step(setup["scheme"].eval_variables(setup["state"]),
-                                    *testing.put(setup, images, labels, weights)))
+    run = testing.build("alexnet_owt_tiny", scheme, data, model, CONFIG, GLOBAL_BATCH)
+    eval_step = explicit.make_eval_step(run.model, run.plan, run.mesh, run.scheme.eval_specs,
+                                        crops=crops)
+    sums = jax.device_get(eval_step(run.scheme.eval_variables(run.scheme.state),
+                                    *testing.put(run, images, labels, weights)))
     np.testing.assert_allclose(sums["eval_loss"],
                                -np.log(probs[np.arange(GLOBAL_BATCH), labels]).sum(), rtol=1e-5)
     self.assertEqual(sums["eval_top1"], top1.sum())
 
   def test_state_is_placed_with_the_plan_specs(self):
-    setup = testing.build("alexnet_tiny", "hybrid", 2, 2, CONFIG, GLOBAL_BATCH)
-    params = setup["state"].params
+    state = testing.build("alexnet_tiny", "hybrid", 2, 2, CONFIG, GLOBAL_BATCH).scheme.state
+    params = state.params
     self.assertEqual(params["conv2"]["conv"]["kernel"].sharding.spec, P(None, None, None, "model"))
     self.assertEqual(params["fc8"]["kernel"].sharding.spec, P("model", None))
-    momentum = setup["state"].opt_state[1][0].trace  # chain(decay, sgd) → sgd's trace.
+    momentum = state.opt_state[1][0].trace  # chain(decay, sgd) → sgd's trace.
     self.assertEqual(momentum["fc6"]["dense"]["kernel"].sharding.spec, P(None, "model"))
     # Device 1 (model index 1) holds the second column's conv2 filters.
     shard = params["conv2"]["conv"]["kernel"].addressable_shards[1]
@@ -131,8 +132,8 @@ class EquivalenceTest(parameterized.TestCase):
     _, ref_losses, _ = reference("alexnet_tiny")
     no_dropout = CONFIG.copy_and_resolve_references()
     no_dropout.dropout_rate = 0.0
-    setup = testing.build("alexnet_tiny", "single", 1, 1, no_dropout, GLOBAL_BATCH)
-    losses, _ = testing.train_steps(setup, BATCHES[:1])
+    run = testing.build("alexnet_tiny", "single", 1, 1, no_dropout, GLOBAL_BATCH)
+    _, losses, _ = testing.train_steps(run, BATCHES[:1])
     self.assertGreater(abs(losses[0] - ref_losses[0]), 1e-3)
 
 class MixedPrecisionTest(absltest.TestCase):
@@ -145,13 +146,13 @@ class MixedPrecisionTest(absltest.TestCase):
     config.dtype = "bfloat16"
     cls.runs = {}
     for scheme, data, model in (("single", 1, 1), ("hybrid", 2, 2)):
-      setup = testing.build("alexnet_tiny", scheme, data, model, config, GLOBAL_BATCH)
-      images, labels = testing.put(setup, *BATCHES[0])
+      run = testing.build("alexnet_tiny", scheme, data, model, config, GLOBAL_BATCH)
+      images, labels = testing.put(run, *BATCHES[0])
       # The program as JAX hands it to XLA: XLA:CPU itself, lacking bfloat16 kernels, converts
       # convolutions and collectives back to float32 (GPUs and TPUs keep them).
-      hlo = setup["train_step"].lower(setup["state"], images, labels).as_text(dialect="hlo")
-      losses, variables = testing.train_steps(setup, BATCHES)
-      cls.runs[scheme] = dict(hlo=hlo, losses=losses, variables=variables, state=setup["state"])
+      hlo = run.scheme.train_step.lower(run.scheme.state, images, labels).as_text(dialect="hlo")
+      state, losses, variables = testing.train_steps(run, BATCHES)
+      cls.runs[scheme] = dict(hlo=hlo, losses=losses, variables=variables, state=state)
 
   def test_state_stays_float32(self):
     for leaf in jax.tree.leaves(self.runs["hybrid"]["state"]):
@@ -179,7 +180,8 @@ class MixedPrecisionTest(absltest.TestCase):
   def test_activation_collectives_move_half_the_bytes(self):
     float32 = testing.build("alexnet_tiny", "hybrid", 2, 2, CONFIG, GLOBAL_BATCH)
     images, labels = testing.put(float32, *BATCHES[0])
-    hlo = float32["train_step"].lower(float32["state"], images, labels).as_text(dialect="hlo")
+    hlo = float32.scheme.train_step.lower(float32.scheme.state, images, labels).as_text(
+        dialect="hlo")
     gathered = {name: hlo_stats.collective_stats(text, 4)["all-gather"].payload_bytes
                 for name, text in (("float32", hlo), ("bfloat16", self.runs["hybrid"]["hlo"]))}
     self.assertGreater(gathered["float32"], 0)

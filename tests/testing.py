@@ -1,18 +1,11 @@
-"""Shared test setup: 8 simulated CPU devices, tiny configs, and a few-step training helper.
-
-Importing this module sets the CPU device count, so every test module imports it before anything
-queries the devices.
-"""
+"""Shared test helpers: tiny configs, random batches, a scheme built as train.py builds it, and a
+few-step training helper."""
 
 import jax
+import numpy as np
 
-jax.config.update("jax_num_cpu_devices", 8)
-
-import numpy as np  # noqa: E402
-from jax.sharding import NamedSharding  # noqa: E402
-
-from configs import default  # noqa: E402
-from hybrid_parallel import optim, partitioning, schemes, step  # noqa: E402
+import experiment
+from configs import default
 
 IMAGE_SIZE = 64  # The smallest input the AlexNet stem and pools leave a feature map for.
 
@@ -26,7 +19,7 @@ def tiny_config(**overrides):
   return config
 
 
-def random_batches(n: int, batch: int, channels: int = 3, classes: int = 10, seed: int = 0):
+def random_batches(n: int, batch: int, *, channels: int = 3, classes: int = 10, seed: int = 0):
   """`n` (images, labels) pairs of normal noise and random labels."""
   rng = np.random.RandomState(seed)
   return [(rng.randn(batch, IMAGE_SIZE, IMAGE_SIZE, channels).astype(np.float32),
@@ -34,27 +27,30 @@ def random_batches(n: int, batch: int, channels: int = 3, classes: int = 10, see
 
 
 def build(model_name: str, scheme: str, data: int, model: int, config, batch: int):
-  """Mesh, plan, model, optimiser, initial state and steps for one scheme (as train.py does)."""
+  """The experiment of `config` with this model, scheme, mesh and global batch (10 classes, 3
+  channels; the schedule's epochs are 10 steps, the run 100)."""
   config = config.copy_and_resolve_references()
-  config.model, config.parallelism = model_name, scheme
-  plan = partitioning.plan(scheme, data, model)
-  mesh = schemes.make_mesh(config, plan)
-  net, tx, built = schemes.setup(config, plan, mesh, 10, 3,
-                                 optim.learning_rate_schedule(config, batch, 10, 100))
-  return dict(plan=plan, mesh=mesh, model=net, tx=tx, state=built.state, scheme=built,
-              sharding=NamedSharding(mesh, plan.batch_spec), train_step=built.train_step,
-              eval_step=step.make_eval_step(net, plan, mesh, built.eval_specs))
+  config.model, config.parallelism, config.global_batch_size = model_name, scheme, batch
+  config.mesh.data, config.mesh.model = data, model
+  return experiment.build(config, num_classes=10, channels=3, steps_per_epoch=10,
+                          total_steps=100)
 
 
-def put(setup, *arrays):
-  return tuple(jax.device_put(a, setup["sharding"]) for a in arrays)
+def put(run: experiment.Experiment, *arrays):
+  """`arrays` laid out as the run's global batches."""
+  return tuple(jax.device_put(a, run.batch_sharding) for a in arrays)
 
 
-def train_steps(setup, batches):
-  """Runs one step per batch; returns the per-step losses and the evaluated variables (numpy)."""
-  state, losses = setup["state"], []
+def train_steps(run: experiment.Experiment, batches, state=None):
+  """Runs one step per batch from `state` (default: the initial state).
+
+  Returns:
+    (state, losses, variables): the state after the last step, the per-step losses and the
+    variables to evaluate (numpy).
+  """
+  state, losses = run.scheme.state if state is None else state, []
   for images, labels in batches:
-    state, metrics = setup["train_step"](state, *put(setup, images, labels))
+    state, metrics = run.scheme.train_step(state, *put(run, images, labels))
     losses.append(float(metrics["train_loss"]))
-  setup["state"] = state
-  return np.array(losses), jax.tree.map(np.asarray, setup["scheme"].eval_variables(state))
+  variables = jax.tree.map(np.asarray, run.scheme.eval_variables(state))
+  return state, np.array(losses), variables

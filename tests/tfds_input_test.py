@@ -2,26 +2,25 @@
 tfrecord files (a prepared `mnist` written by tfds's own DummyMnist builder) where the split
 arithmetic and corrupt records must be real."""
 
-from tests import testing  # noqa: F401  (sets up 8 CPU devices first)
+import math
+import os
+import tempfile
 
-import math  # noqa: E402
-import os  # noqa: E402
-import tempfile  # noqa: E402
+import jax
+import numpy as np
+import tensorflow as tf
+import tensorflow_datasets as tfds
+from absl.testing import absltest
+from jax.sharding import NamedSharding, PartitionSpec as P
 
-import jax  # noqa: E402
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
-import tensorflow_datasets as tfds  # noqa: E402
-from absl.testing import absltest  # noqa: E402
-from jax.sharding import NamedSharding, PartitionSpec as P  # noqa: E402
-
-import input_pipeline  # noqa: E402
-import train  # noqa: E402
-from hybrid_parallel import checkpointing  # noqa: E402
-from hybrid_parallel import mesh as mesh_lib  # noqa: E402
-from hybrid_parallel.errors import UserError  # noqa: E402
-from input_pipeline import augment  # noqa: E402
-from tests import tfds_testing  # noqa: E402
+import experiment
+import input_pipeline
+import train
+from hybrid_parallel import checkpointing
+from hybrid_parallel import mesh as mesh_lib
+from hybrid_parallel.errors import UserError
+from input_pipeline import augment
+from tests import testing, tfds_testing
 
 MOCK_EXAMPLES = 24  # per split (mock_data ignores split slicing: every shard holds these)
 _tmp = tfds_testing.TMP
@@ -32,7 +31,7 @@ def mocked(name, examples=MOCK_EXAMPLES, **overrides):
   config = testing.tiny_config(dataset=name, data_dir=os.path.join(_tmp, "empty"),
                                input_shards=4, **overrides)
   with tfds.testing.mock_data(num_examples=examples):
-    return input_pipeline.load(config)
+    return experiment.load_dataset(config)
 
 
 def real_mnist(corrupt_train_records=(), **overrides):
@@ -40,7 +39,7 @@ def real_mnist(corrupt_train_records=(), **overrides):
                                data_dir=tfds_testing.prepared_mnist_dir(
                                    tuple(corrupt_train_records)),
                                tfds_download=False, **overrides)
-  return input_pipeline.load(config)
+  return experiment.load_dataset(config)
 
 
 def take(source, steps, batch=8, position=None, rows=None, seed=0):
@@ -180,7 +179,8 @@ class OrderTest(absltest.TestCase):
     results = []
     for data, model in ((1, 1), (4, 1), (2, 2)):
       sharding = NamedSharding(mesh_lib.make_mesh(data, model), P("data"))
-      batches = input_pipeline.train_iterator(source, sharding, 8, 0, source.position_at(0, 8))
+      batches = input_pipeline.train_iterator(source, sharding, 8, seed=0,
+                                              position=source.position_at(0, 8))
       results.append([jax.device_get(next(batches)[0]) for _ in range(2)])
     for other in results[1:]:
       np.testing.assert_array_equal(np.stack(results[0]), np.stack(other))
@@ -234,7 +234,7 @@ class BadInputTest(absltest.TestCase):
     config = testing.tiny_config(dataset="imagenet2012", input_shards=1, tfds_download=True,
                                  data_dir=os.path.join(_tmp, "empty"))
     with tfds.testing.mock_data(as_dataset_fn=as_dataset):
-      source = input_pipeline.load(config)
+      source = experiment.load_dataset(config)
     with self.assertLogs(level="WARNING") as logs:
       batches = take(source, 2, batch=4)
     self.assertTrue(any("skipped 1 undecodable training image(s) (1 so far)" in line
@@ -247,14 +247,14 @@ class BadInputTest(absltest.TestCase):
     with self.assertRaisesRegex(UserError, r"imagenet2012 is not prepared in .*none: download "
                                 r"ILSVRC2012_img_train.tar and ILSVRC2012_img_val.tar .* into "
                                 r".*none/downloads/manual"):
-      input_pipeline.load(config)
+      experiment.load_dataset(config)
 
   def test_an_unprepared_dataset_is_not_downloaded_when_told_not_to(self):
     config = testing.tiny_config(dataset="cifar10", data_dir=os.path.join(_tmp, "none"),
                                  tfds_download=False)
     with self.assertRaisesRegex(UserError, r"cifar10 is not prepared in .*none; on a machine "
                                 r"with internet run `tfds build cifar10"):
-      input_pipeline.load(config)
+      experiment.load_dataset(config)
 
   def test_ten_crops_need_imagenet_style_data(self):
     with self.assertRaisesRegex(UserError, "eval_crops = 10 is ImageNet-style evaluation"):

@@ -1,20 +1,22 @@
 """The real training loop on digits: accuracy reached, metrics and TensorBoard events written."""
 
-from tests import testing  # noqa: F401  (sets up 8 CPU devices first)
+import json
+import os
+import subprocess
+import sys
+import tempfile
 
-import json  # noqa: E402
-import os  # noqa: E402
-import tempfile  # noqa: E402
+from absl.testing import absltest
+from tensorboard.backend.event_processing import event_accumulator
 
-from absl.testing import absltest  # noqa: E402
-from tensorboard.backend.event_processing import event_accumulator  # noqa: E402
-
-import train  # noqa: E402
+import train
+from tests import testing
 
 # alexnet_tiny learns digits to 89–96% in 16 epochs at this learning rate (about 15 s on 2 cores).
 CONFIG = dict(global_batch_size=64, eval_batch_size=120, num_epochs=16, base_learning_rate=0.1,
               lr_decay_epochs=(10,), log_every_steps=50, eval_every_steps=100)
 TOTAL_STEPS = 16 * (1437 // 64)  # 352
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 class TrainTest(absltest.TestCase):
@@ -23,9 +25,19 @@ class TrainTest(absltest.TestCase):
   def setUpClass(cls):
     super().setUpClass()
     cls.workdir = tempfile.mkdtemp()
+    # The single-device run, as a user starts it, beside the hybrid run in this process: one
+    # device's program leaves the second core idle.
+    cls.single_workdir = tempfile.mkdtemp()
+    overrides = [f"--config.{k}={v}" for k, v in CONFIG.items()]
+    single = subprocess.Popen(
+        [sys.executable, os.path.join(ROOT, "main.py"), f"--config={ROOT}/configs/single.py",
+         "--config.model=alexnet_tiny", *overrides, f"--workdir={cls.single_workdir}"],
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     cls.hybrid = train.train_and_evaluate(
         testing.tiny_config(parallelism="hybrid", mesh=dict(data=2, model=2), **CONFIG),
         cls.workdir)
+    _, cls.single_stderr = single.communicate(timeout=600)
+    cls.single_returncode = single.returncode
 
   def test_hybrid_learns_digits(self):
     self.assertGreaterEqual(self.hybrid["eval_top1"], 0.85)  # chance: 0.10.
@@ -36,8 +48,10 @@ class TrainTest(absltest.TestCase):
     # but over 352 steps the rounding differences grow chaotically, and this small network's
     # final accuracy spreads over 0.89–0.96 across seeds (measured for both schemes), so the two
     # agree within that spread, not to the image.
-    with tempfile.TemporaryDirectory() as workdir:
-      single = train.train_and_evaluate(testing.tiny_config(**CONFIG), workdir)
+    self.assertEqual(self.single_returncode, 0, self.single_stderr[-3000:])
+    with open(os.path.join(self.single_workdir, "metrics.jsonl")) as f:
+      single = [json.loads(line) for line in f][-1]
+    self.assertEqual(single["step"], TOTAL_STEPS)
     self.assertGreaterEqual(single["eval_top1"], 0.85)
     self.assertAlmostEqual(single["eval_top1"], self.hybrid["eval_top1"], delta=0.08)
 

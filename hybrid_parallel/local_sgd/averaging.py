@@ -1,6 +1,6 @@
 """Model averaging (Su, Chen & Morgan): local SGD, parameters averaged every `sync_every` steps.
 
-`config.parallelism = "averaging"` on a D × 1 mesh. Every replica runs SGD on its shard of the
+`parallelism = "averaging"` on a D × 1 mesh. Every replica runs SGD on its shard of the
 global batch; after every `sync_every`-th update the replicas' parameters (and, with
 `average_momentum`, their momentum buffers) are mixed by `average_method`. With `sync_every = 1`,
 `allreduce` and averaged momentum this is exactly synchronous data-parallel SGD.
@@ -26,8 +26,9 @@ import math
 import jax
 import jax.numpy as jnp
 
-from hybrid_parallel import collectives, local_sgd
+from hybrid_parallel import collectives
 from hybrid_parallel.errors import UserError
+from hybrid_parallel.local_sgd import core
 from hybrid_parallel.mesh import DATA
 
 METHODS = ("allreduce", "ring", "butterfly", "hopping_ring")
@@ -66,7 +67,7 @@ def mix(tree, method: str, replicas: int, sync_index):
   return jax.lax.switch(stage, branches, tree)
 
 
-def check(method: str, replicas: int, sync_every: int) -> None:
+def check(method: str, replicas: int, *, sync_every: int) -> None:
   if method not in METHODS:
     raise UserError(f"unknown average_method {method!r}; choose one of {', '.join(METHODS)}.")
   if method == "butterfly" and replicas & (replicas - 1):
@@ -76,11 +77,12 @@ def check(method: str, replicas: int, sync_every: int) -> None:
     raise UserError(f"sync_every must be a positive integer, got {sync_every!r}.")
 
 
-def make_sync(method: str, replicas: int, sync_every: int, average_momentum: bool):
-  """The `local_sgd` sync that mixes parameters (and momentum) after every sync_every-th step."""
-  check(method, replicas, sync_every)
+def make_sync(method: str, replicas: int, *, sync_every: int,
+              average_momentum: bool) -> core.Sync:
+  """Mixes the parameters (and momentum) after every sync_every-th step; evaluates the mean."""
+  check(method, replicas, sync_every=sync_every)
 
-  def sync(local, client, shared, previous_params, step):
+  def apply(local, client, shared, previous_params, step):
     del previous_params
 
     def average(local):
@@ -93,9 +95,9 @@ def make_sync(method: str, replicas: int, sync_every: int, average_momentum: boo
     local = jax.lax.cond(step % sync_every == 0, average, lambda x: x, local)
     return local, client, shared
 
-  return sync
+  return core.Sync(apply=apply, eval_params=jax.jit(eval_params))
 
 
-def eval_params(state: local_sgd.ReplicaState):
+def eval_params(state: core.ReplicaState):
   """The replicas' mean: the model a user would keep (exact right after an allreduce sync)."""
   return jax.tree.map(lambda x: jnp.mean(x, axis=0), state.local.params)

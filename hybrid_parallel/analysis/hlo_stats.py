@@ -119,3 +119,55 @@ def busiest_device_bytes(hlo_text: str, num_devices: int) -> float:
   """The most bytes any one device sends, all kinds together."""
   sent = _scan(hlo_text, num_devices)[1]
   return max(sum(per_kind[d] for per_kind in sent.values()) for d in range(num_devices))
+
+
+# An instruction line: `[ROOT] %name = shape opcode(operands), attributes`.
+_LINE = re.compile(r"^\s*(?:ROOT\s+)?%?(?P<name>[\w.\-]+)\s*=\s*(?P<shape>\(.*?\)|\S+)\s+"
+                   r"(?P<op>[\w\-]+)\((?P<operands>.*)$")
+_COMPUTE_OPS = ("fusion", "convolution", "custom-call", "dot")
+
+
+@dataclasses.dataclass
+class AsyncCollective:
+  """One asynchronous collective of a scheduled program and what runs while it is in flight."""
+  kind: str  # e.g. "all-reduce"
+  name: str  # its start instruction
+  bytes: int  # of its result on one device
+  compute_ops_in_flight: int  # fusions, convolutions, library calls between its start and done
+
+
+def async_collectives(hlo_text: str) -> list[AsyncCollective]:
+  """The asynchronous collectives (`*-start` … `*-done` pairs) of a compiled, scheduled program.
+
+  In a scheduled module the instruction order of each computation is the execution order, so the
+  compute instructions between a collective's start and its done are what may overlap its
+  transfer (XLA:GPU's latency-hiding scheduler places them). A collective that XLA runs
+  synchronously (XLA:CPU's are) does not appear.
+  """
+  found = []
+  computations = re.split(r"\n(?=\S)", hlo_text)  # a computation starts at column 0.
+  for computation in computations:
+    lines = [m for m in map(_LINE.match, computation.splitlines()) if m]
+    for i, start in enumerate(lines):
+      op = start.group("op")
+      if not op.endswith("-start"):
+        continue
+      kind = op[:-len("-start")]
+      if kind == "async":  # a wrapped collective: async-start(...), calls=%reduce-scatter...
+        wrapped = re.search(r"calls=%?([\w.\-]+)", start.group("operands"))
+        kind = next((k for k in KINDS if wrapped and k in wrapped.group(1)), "async")
+      if kind not in KINDS:
+        continue
+      name = start.group("name")
+      in_flight = 0
+      for later in lines[i + 1:]:
+        if later.group("op").endswith("-done") and re.search(
+            rf"%{re.escape(name)}\b", later.group("operands")):
+          break
+        in_flight += later.group("op") in _COMPUTE_OPS
+      shape = start.group("shape")
+      if shape.startswith("("):  # (operands..., results...): the result half.
+        parts = re.findall(r"[a-z]+\d*\[[\d,]*\]", shape)
+        shape = " ".join(parts[len(parts) // 2:])
+      found.append(AsyncCollective(kind, name, shape_bytes(shape), in_flight))
+  return found

@@ -165,3 +165,59 @@ def step_time(arch, plan, global_batch, image_size, num_classes, flops_per_secon
     comm += (allreduce_time(algorithm, n, p, link) if kind == "allreduce"
              else gather_scatter_time(n, p, link))
   return {"compute_s": compute, "communication_s": comm, "step_s": compute + comm}
+
+
+def owt_step_time(arch, plan, global_batch, image_size, num_classes, flops_per_second: float,
+                  link: Link, *, variant: str = "a", fc_updates_per_step: int = 1,
+                  algorithm: str = "ring", bytes_per_value: int = 4) -> dict:
+  """Predicted seconds per step of `owt` with the FC stage run as `variant` (a, b or c).
+
+  The conv stage and the gradient all-reduces are `step_time`'s. The FC stage differs:
+    (a) the data group's conv features are gathered, the FC layers run on all K·b rows, the
+        feature gradients are reduce-scattered: transfer, compute, transfer, one after another;
+    (b) K passes; in pass k worker k sends its b rows to each of the K − 1 others, one message
+        after another on its own link ((K − 1)·(α + n_pass·β) each way, n_pass = b rows);
+    (c) K passes; each is an all-gather (and reduce-scatter back) of b/K rows from every worker.
+  In (b) and (c) the transfer of pass k + 1 overlaps the FC compute of pass k (and the gradient
+  of pass k − 1 travels back meanwhile), so the stage takes x + f + (K − 1)·max(f, x + y) + y
+  for a pass's forward transfer x, FC compute f and backward transfer y. With
+  `fc_updates_per_step` = K the FC gradients are also all-reduced over "data" after every pass.
+  Beyond the model: how well small GEMMs use a GPU, and any per-pass fixed costs.
+
+  Returns:
+    compute_s, communication_s (exposed), and step_s, the seconds of one step.
+  """
+  k = plan.model
+  data_group_batch = global_batch // plan.data
+  per_layer = layers(arch, image_size, num_classes)
+  conv_layers = [layer for layer in per_layer if layer.kind == "conv"]
+  fc_layers = [layer for layer in per_layer if layer.kind == "fc"]
+  conv_compute = sum(6.0 * layer.macs * global_batch / plan.batch_divisor
+                     for layer in conv_layers) / flops_per_second
+  fc_compute = sum(6.0 * layer.macs * data_group_batch / k
+                   for layer in fc_layers) / flops_per_second
+  conv_bytes = sum(layer.params for layer in conv_layers) * bytes_per_value
+  fc_bytes = sum(layer.params for layer in fc_layers) / k * bytes_per_value
+  gradients = (allreduce_time(algorithm, conv_bytes, plan.data * k, link) +
+               fc_updates_per_step * allreduce_time(algorithm, fc_bytes, plan.data, link))
+  features = data_group_batch * fc_layers[0].input_values * bytes_per_value  # the gathered n
+  # Inside the FC stage (every variant): fc7's input gathered and the logits all-reduced.
+  inner = sum(gather_scatter_time(data_group_batch * layer.input_values * bytes_per_value, k,
+                                  link) for layer in fc_layers[1:-1])
+  inner += allreduce_time(algorithm, data_group_batch * num_classes * bytes_per_value, k, link)
+  if variant == "a" or k == 1:
+    exchange = gather_scatter_time(features, k, link)
+    fc_stage = exchange + fc_compute + inner
+    exposed = exchange + inner
+  else:
+    n_pass = features / k
+    if variant == "b":
+      x = y = (k - 1) * (link.alpha + n_pass * link.beta)
+    else:
+      x = y = gather_scatter_time(n_pass, k, link) / 2
+    f = (fc_compute + inner) / k
+    fc_stage = x + f + (k - 1) * max(f, x + y) + y
+    exposed = fc_stage - fc_compute
+  step = conv_compute + fc_stage + gradients
+  return {"compute_s": conv_compute + fc_compute, "communication_s": exposed + gradients,
+          "step_s": step}

@@ -1,6 +1,6 @@
 """A-SGD with a parameter server (Paine et al. 2013; DistBelief), emulated deterministically.
 
-`config.parallelism = "asgd"` on a D × 1 mesh. The server's parameters θ_ps are kept whole on
+`parallelism = "asgd"` on a D × 1 mesh. The server's parameters θ_ps are kept whole on
 every device (a replicated copy stands in for the server process). Each of the D clients runs SGD
 on its shard of the global batch with its own momentum, and accumulates its parameter change
 Δ_i since its last push. Client i
@@ -8,7 +8,7 @@ on its shard of the global batch with its own momentum, and accumulates its para
   pushes  after update t when (t + o_i) mod n_push = 0:   θ_ps ← θ_ps + Δ_i,  Δ_i ← 0;
   fetches after update t when (t + o_i) mod n_fetch = 0:  θ_i ← θ_ps (after that step's pushes),
 
-with offsets o_i = ⌊i · n_push / D⌋ when `asgd_stagger` is on (clients push on different steps, as
+with offsets o_i = ⌊i · n_push / D⌋ when `stagger` is on (clients push on different steps, as
 unsynchronised clients would) and 0 otherwise. Paine et al. use n_fetch = n_push = n_sync.
 
 Staleness: a staggered client's push carries up to n_push local updates computed from parameters
@@ -32,12 +32,12 @@ data-parallel SGD whose update is the *sum* of the clients' updates.
 import jax
 import jax.numpy as jnp
 
-from hybrid_parallel import local_sgd
 from hybrid_parallel.errors import UserError
+from hybrid_parallel.local_sgd import core
 from hybrid_parallel.mesh import DATA
 
 
-def check(n_push: int, n_fetch: int, warm_start_steps: int) -> None:
+def check(*, n_push: int, n_fetch: int, warm_start_steps: int) -> None:
   for name, value in (("n_push", n_push), ("n_fetch", n_fetch)):
     if not isinstance(value, int) or value < 1:
       raise UserError(f"{name} must be a positive integer, got {value!r}.")
@@ -55,12 +55,13 @@ def shared_init(params):
   return {"server": params}
 
 
-def make_sync(replicas: int, n_push: int, n_fetch: int, stagger: bool, warm_start_steps: int):
-  """The `local_sgd` sync implementing the push / fetch rules of the module docstring."""
-  check(n_push, n_fetch, warm_start_steps)
+def make_sync(replicas: int, *, n_push: int, n_fetch: int, stagger: bool,
+              warm_start_steps: int) -> core.Sync:
+  """The push / fetch rules of the module docstring; evaluates the server's parameters."""
+  check(n_push=n_push, n_fetch=n_fetch, warm_start_steps=warm_start_steps)
 
-  def sync(local, client, shared, previous_params, step):
-    i = local_sgd.replica_index()
+  def apply(local, client, shared, previous_params, step):
+    i = core.replica_index()
     offset = (i * n_push) // replicas if stagger else 0
     pending = jax.tree.map(lambda p, new, old: p + (new - old), client["pending"], local.params,
                            previous_params)
@@ -75,15 +76,16 @@ def make_sync(replicas: int, n_push: int, n_fetch: int, stagger: bool, warm_star
       return local.replace(params=params), {"pending": left}, {"server": server}
 
     def warm_start(_):
-      first = local_sgd.from_replica_zero(local)
+      first = core.from_replica_zero(local)
       zeros = jax.tree.map(jnp.zeros_like, pending)
       return first, {"pending": zeros}, {"server": first.params}
 
     return jax.lax.cond(step <= warm_start_steps, warm_start, asynchronous, None)
 
-  return sync
+  return core.Sync(apply=apply, eval_params=eval_params, client_init=client_init,
+                   shared_init=shared_init)
 
 
-def eval_params(state: local_sgd.ReplicaState):
+def eval_params(state: core.ReplicaState):
   """The server's parameters: what the clients would fetch."""
   return state.shared["server"]

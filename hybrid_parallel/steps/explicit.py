@@ -1,4 +1,4 @@
-"""Train and eval steps of the synchronous schemes: one `jax.jit` over `jax.shard_map`s.
+"""The explicit backend: train and eval steps as one `jax.jit` over `jax.shard_map`s.
 
 Every device runs the model on its local shard with local parameter shapes; the model issues the
 activation collectives its layout needs, and the step sums each gradient over exactly the mesh
@@ -13,80 +13,19 @@ import jax.numpy as jnp
 import optax
 from jax.sharding import PartitionSpec as P
 
-from hybrid_parallel import collectives, layers, models, partitioning, xla_options
+from hybrid_parallel import collectives, compiler_options, models, optim, partitioning
+from hybrid_parallel.steps import common, variable_batch
 from hybrid_parallel.train_state import TrainState
-
-
-def example_ids(plan: partitioning.Plan, local_batch: int) -> jax.Array:
-  """Global batch positions of this device's examples (the batch is split in mesh order)."""
-  ids = jnp.arange(local_batch, dtype=jnp.int32)
-  if plan.conv_batch_axes:
-    ids = ids + jax.lax.axis_index(plan.conv_batch_axes) * local_batch
-  return ids
-
-
-def _to_fc_batch(plan: partitioning.Plan, x: jax.Array) -> jax.Array:
-  """Per-example values of the conv-stage batch, gathered as the model gathers the features."""
-  return layers.replicate_over_model(x, axis=0) if plan.layout.conv_batch_over_model else x
 
 
 def _sum_over_batch(plan: partitioning.Plan, x):
   return collectives.allreduce_sum(x, plan.fc_batch_axes)
 
 
-def dropout_key(state) -> jax.Array:
-  """The dropout key of the step about to run: a function of (seed, step) only.
-
-  `state` is any state with the run's root key data `rng` and the update count `step`.
-  """
-  return jax.random.fold_in(jax.random.wrap_key_data(state.rng), state.step)
-
-
-def mean_loss_and_grads(model: models.AlexNet, state: TrainState, images_BHWC, labels_B,
-                        example_ids_B):
-  """Mean cross-entropy of `images_BHWC` under `state`, its gradient and what the forward pass
-  returned: `(loss, logits_BC, batch_stats), grads`. Dropout is keyed by `example_ids_B`.
-
-  The whole-batch step of the gspmd and pmap backends (the explicit step sums over slices).
-  """
-
-  def loss_fn(params):
-    logits_BC, updated = model.apply({"params": params, "batch_stats": state.batch_stats},
-                                     images_BHWC, example_ids_B=example_ids_B,
-                                     dropout_key=dropout_key(state), mutable=["batch_stats"])
-    loss = optax.softmax_cross_entropy_with_integer_labels(logits_BC, labels_B).mean()
-    return loss, (logits_BC, updated.get("batch_stats", {}))
-
-  (loss, (logits_BC, batch_stats)), grads = jax.value_and_grad(loss_fn, has_aux=True)(
-      state.params)
-  return (loss, logits_BC, batch_stats), grads
-
-
-def all_finite(grads) -> jax.Array:
-  """True when every gradient (of this device's shards) is finite."""
-  return jnp.all(jnp.array([jnp.all(jnp.isfinite(g)) for g in jax.tree.leaves(grads)]))
-
-
-def apply_gradients(state: TrainState, grads, batch_stats, tx, finite: jax.Array,
-                    skip_nonfinite: bool) -> TrainState:
-  """The optimiser's update of `state` by the summed `grads`, one step counted.
-
-  With `skip_nonfinite`, a step whose gradients are not all `finite` leaves the parameters,
-  optimiser state and batch statistics as they were (the step count still advances, so the next
-  step reads the next batch). Every backend's step ends here.
-  """
-  updates, opt_state = tx.update(grads, state.opt_state, state.params)
-  new_state = state.replace(step=state.step + 1, params=optax.apply_updates(state.params, updates),
-                            opt_state=opt_state, batch_stats=batch_stats)
-  if skip_nonfinite:
-    new_state = jax.tree.map(lambda new, old: jnp.where(finite, new, old), new_state,
-                             state.replace(step=state.step + 1))
-  return new_state
-
-
 def make_train_step(model: models.AlexNet, plan: partitioning.Plan, mesh, tx,
-                    specs: TrainState, grad_reduce: str = "psum", microbatches: int = 1,
-                    skip_nonfinite: bool = False, tune_xla_cpu: bool = True):
+                    specs: TrainState, *, grad_reduce: str = "psum", microbatches: int = 1,
+                    skip_nonfinite: bool = False, tune_xla_cpu: bool = True,
+                    owt_variant: str = "a", fc_updates_per_step: int = 1):
   """Returns `train_step(state, images, labels) -> (state, metrics)`, jitted, state donated.
 
   One XLA program in two shard_map regions:
@@ -113,15 +52,28 @@ def make_train_step(model: models.AlexNet, plan: partitioning.Plan, mesh, tx,
     skip_nonfinite: a step whose summed gradients hold a NaN or Inf leaves the parameters,
       optimiser state and batch statistics as they were (the step count still advances, so the
       next step reads the next batch). Either way the metric `nonfinite_grads` reports it.
-    tune_xla_cpu: compile with `xla_options`' CPU options (on a CPU mesh).
+    tune_xla_cpu: compile with `compiler_options`' CPU step options (on a CPU mesh).
+    owt_variant: how owt runs its FC layers: "a" (the model's gather), or the K passes of "b" or
+      "c" (steps/variable_batch.py).
+    fc_updates_per_step: 1, or K (= the model axis) for an FC update after every pass of "b" or
+      "c"; `tx` is then the `optim.GroupedOptimizer` made with the same K. The FC updates happen
+      in region 1, each pass's FC gradient summed over "data" with psum; region 2 sums and
+      applies the conv gradients.
   """
   collectives.check_algorithm(grad_reduce)
+  variable_batch.check(owt_variant, scheme=plan.scheme, model_axis=plan.model,
+                       fc_updates_per_step=fc_updates_per_step, microbatches=microbatches)
   grad_specs = partitioning.partial_grad_specs(specs.params, plan)
+  fc_per_pass = fc_updates_per_step > 1
+  if fc_per_pass:  # only the conv gradients leave region 1.
+    grad_specs = optim.split_groups(grad_specs)["conv"]
+  routing = (variable_batch.collective_routing(owt_variant, plan.model, plan.fc_batch_axes)
+             if owt_variant != "a" else None)
 
   def slice_grads(params, batch_stats, key, images_BHWC, labels_B, example_ids_B,
                   global_batch):
     """Partial gradient and (loss, correct) sums of one slice of this device's batch."""
-    labels_fc_B = _to_fc_batch(plan, labels_B)
+    labels_fc_B = common.to_fc_batch(plan, labels_B)
 
     def loss_fn(params):
       variables = {"params": params, "batch_stats": batch_stats}
@@ -137,13 +89,28 @@ def make_train_step(model: models.AlexNet, plan: partitioning.Plan, mesh, tx,
   def per_device_grads(state: TrainState, images_BHWC, labels_B):
     local_batch = images_BHWC.shape[0]
     global_batch = local_batch * plan.batch_divisor
-    ids_B = example_ids(plan, local_batch)
-    key = dropout_key(state)
+    ids_B = common.example_ids(plan, local_batch)
+    key = common.dropout_key(state)
     # Parameters are replicated over their layer's batch axes; marking them device-varying there
     # makes autodiff return each device's partial gradient instead of summing it implicitly.
     params = partitioning.map_with_grad_axes(
         lambda p, axes: jax.lax.pcast(p, axes, to="varying") if axes else p, state.params, plan)
-    if microbatches == 1:
+    fc_out = ()
+    if routing is not None:
+      fc_update = None
+      if fc_per_pass:
+        fc_update = (tx.groups["fc"], optim.split_groups(state.params)["fc"],
+                     state.opt_state["fc"])
+      out = variable_batch.fc_passes(
+          model, params, state.batch_stats, key, images_BHWC, labels_B, ids_B, global_batch,
+          routing, vary=lambda tree: jax.tree.map(
+              lambda p: jax.lax.pcast(p, plan.fc_batch_axes, to="varying"), tree)
+          if plan.fc_batch_axes else tree, fc_update=fc_update)
+      grads, batch_stats, loss, correct = out.grads, out.batch_stats, out.loss, out.correct
+      if fc_per_pass:
+        fc_finite = jax.lax.pmin(out.fc_finite.astype(jnp.int32), mesh.axis_names)
+        fc_out = (out.fc_params, out.fc_opt_state, fc_finite)
+    elif microbatches == 1:
       grads, batch_stats, loss, correct = slice_grads(
           params, state.batch_stats, key, images_BHWC, labels_B, ids_B, global_batch)
     else:
@@ -164,34 +131,45 @@ def make_train_step(model: models.AlexNet, plan: partitioning.Plan, mesh, tx,
           (split(images_BHWC), split(labels_B), split(ids_B)))
     metrics = {"train_loss": _sum_over_batch(plan, loss),
                "train_accuracy": _sum_over_batch(plan, correct) / global_batch}
-    return partitioning.map_with_grad_axes(lambda g, axes: g[None] if axes else g, grads,
-                                           plan), batch_stats, metrics
+    return (partitioning.map_with_grad_axes(lambda g, axes: g[None] if axes else g, grads, plan),
+            batch_stats, metrics, *fc_out)
 
-  def per_device_update(state: TrainState, partial_grads, batch_stats):
+  def per_device_update(state: TrainState, partial_grads, batch_stats, *fc_out):
     grads = partitioning.map_with_grad_axes(
         lambda g, axes: collectives.allreduce_sum(g[0], axes, grad_reduce) if axes else g,
         partial_grads, plan)
     # Every device checks its shards; the verdict is agreed over the whole mesh.
-    finite = jax.lax.pmin(all_finite(grads).astype(jnp.int32), mesh.axis_names) > 0
-    new_state = apply_gradients(state, grads, batch_stats, tx, finite, skip_nonfinite)
+    finite = jax.lax.pmin(common.all_finite(grads).astype(jnp.int32), mesh.axis_names) > 0
+    if fc_per_pass:  # the FC layers were updated pass by pass in region 1.
+      fc_params, fc_opt_state, fc_finite = fc_out
+      finite = finite & (fc_finite > 0)
+      new_state = variable_batch.apply_conv_gradients(
+          state, grads, batch_stats, tx, fc_params=fc_params, fc_opt_state=fc_opt_state,
+          finite=finite, skip_nonfinite=skip_nonfinite)
+    else:
+      new_state = common.apply_gradients(state, grads, batch_stats, tx, finite=finite,
+                                         skip_nonfinite=skip_nonfinite)
     return new_state, 1.0 - finite.astype(jnp.float32)
 
   batch = plan.batch_spec
+  fc_specs = ()
+  if fc_per_pass:
+    fc_specs = (optim.split_groups(specs.params)["fc"], specs.opt_state["fc"], P())
   grads_fn = jax.shard_map(per_device_grads, mesh=mesh, in_specs=(specs, batch, batch),
-                           out_specs=(grad_specs, specs.batch_stats, P()))
+                           out_specs=(grad_specs, specs.batch_stats, P(), *fc_specs))
   update_fn = jax.shard_map(per_device_update, mesh=mesh,
-                            in_specs=(specs, grad_specs, specs.batch_stats),
+                            in_specs=(specs, grad_specs, specs.batch_stats, *fc_specs),
                             out_specs=(specs, P()), check_vma=False)
 
   def train_step(state, images_BHWC, labels_B):
-    partial_grads, batch_stats, metrics = grads_fn(state, images_BHWC, labels_B)
-    state, nonfinite = update_fn(state, partial_grads, batch_stats)
+    partial_grads, batch_stats, metrics, *fc_out = grads_fn(state, images_BHWC, labels_B)
+    state, nonfinite = update_fn(state, partial_grads, batch_stats, *fc_out)
     return state, dict(metrics, nonfinite_grads=nonfinite)
 
-  return xla_options.jit(train_step, mesh, tune_xla_cpu, donate_argnums=0)
+  return compiler_options.jit(train_step, mesh, tuned=tune_xla_cpu, donate_argnums=0)
 
 
-def make_eval_step(model: models.AlexNet, plan: partitioning.Plan, mesh, variable_specs,
+def make_eval_step(model: models.AlexNet, plan: partitioning.Plan, mesh, variable_specs, *,
                    crops: int = 1, tune_xla_cpu: bool = True):
   """Returns `eval_step(variables, images, labels, weights) -> sums`, jitted.
 
@@ -206,7 +184,7 @@ def make_eval_step(model: models.AlexNet, plan: partitioning.Plan, mesh, variabl
 
   def log_probs(variables, images_BHWC):
     logits_BC = model.apply(variables, images_BHWC,
-                            example_ids_B=example_ids(plan, images_BHWC.shape[0]))
+                            example_ids_B=common.example_ids(plan, images_BHWC.shape[0]))
     return jax.nn.log_softmax(logits_BC)
 
   def per_device_eval(variables, images, labels_B, weights_B):
@@ -215,7 +193,7 @@ def make_eval_step(model: models.AlexNet, plan: partitioning.Plan, mesh, variabl
     else:  # one pass per crop, each with the layout's usual batch: crops never straddle devices.
       log_probs_KBC = jax.lax.map(lambda x: log_probs(variables, x), jnp.swapaxes(images, 0, 1))
       log_probs_BC = jax.nn.logsumexp(log_probs_KBC, axis=0) - jnp.log(crops)
-    labels_B, weights_B = _to_fc_batch(plan, labels_B), _to_fc_batch(plan, weights_B)
+    labels_B, weights_B = common.to_fc_batch(plan, labels_B), common.to_fc_batch(plan, weights_B)
     losses_B = -jnp.take_along_axis(log_probs_BC, labels_B[:, None], axis=-1)[:, 0]
     top5_BK = jax.lax.top_k(log_probs_BC, min(5, log_probs_BC.shape[-1]))[1]
     sums = {"eval_loss": jnp.sum(losses_B * weights_B),
@@ -225,6 +203,6 @@ def make_eval_step(model: models.AlexNet, plan: partitioning.Plan, mesh, variabl
     return _sum_over_batch(plan, sums)
 
   batch = plan.batch_spec
-  return xla_options.jit(jax.shard_map(per_device_eval, mesh=mesh,
-                                       in_specs=(variable_specs, batch, batch, batch),
-                                       out_specs=P()), mesh, tune_xla_cpu)
+  return compiler_options.jit(jax.shard_map(per_device_eval, mesh=mesh,
+                                            in_specs=(variable_specs, batch, batch, batch),
+                                            out_specs=P()), mesh, tuned=tune_xla_cpu)

@@ -1,25 +1,28 @@
 """Local SGD on D data replicas: the shared core of model averaging and A-SGD.
 
 Each replica ("client") holds its own parameters and optimiser state and takes SGD steps on its
-shard of the global batch, with the loss averaged over that shard. A scheme adds a `sync` that
-runs after every local update (averaging, parameter-server push / fetch).
+shard of the global batch, with the loss averaged over that shard. A scheme is a `Sync`: what
+runs after every local update (averaging, parameter-server push / fetch), the state it keeps
+and the model it evaluates.
 
 State layout: every leaf of the single-device TrainState (parameters, optimiser state) is stacked
 on a new leading axis of size D, sharded over "data" — replica i's copy lives on device i. All
 replicas start from the same single-device initialisation.
 """
 
+import dataclasses
 from collections.abc import Callable
 
 import flax.struct
 import jax
 import jax.numpy as jnp
 import optax
-from jax.sharding import NamedSharding, PartitionSpec as P
+from jax.sharding import PartitionSpec as P
 
-from hybrid_parallel import models, partitioning, train_state, xla_options
-from hybrid_parallel import step as step_lib
+from hybrid_parallel import compiler_options, models, partitioning, train_state
+from hybrid_parallel import mesh as mesh_lib
 from hybrid_parallel.mesh import DATA
+from hybrid_parallel.steps import common
 
 
 class Replica(flax.struct.PyTreeNode):
@@ -45,13 +48,29 @@ class ReplicaState(flax.struct.PyTreeNode):
   rng: jax.Array
 
 
-def create(model: models.AlexNet, tx, plan: partitioning.Plan, mesh, image_shape, seed: int,
-           client_init: Callable | None = None, shared_init: Callable | None = None,
-           abstract: bool = False):
-  """Every replica starts from the single-device initialisation.
+@dataclasses.dataclass(frozen=True)
+class Sync:
+  """How the replicas of a local-SGD scheme meet.
 
-  `client_init(params)` gives one replica's extra state (stacked for all), `shared_init(params)`
-  the replicated scheme state; both default to empty. `abstract` returns shape structs only.
+  Attributes:
+    apply: `(local, client, shared, previous_params, step) -> (local, client, shared)`, run on
+      each device after its local update, inside a shard_map over "data" without replication
+      checks (it may use ppermute); `local` (a Replica) and `client` are this replica's
+      (unstacked) state, `step` the number of updates now taken. What it returns as `shared`
+      must be the same on every device.
+    eval_params: `ReplicaState -> params`: the model to evaluate, whole on every device.
+    client_init: `params -> one replica's extra state` (stacked for all); None: empty.
+    shared_init: `params -> the replicated scheme state`; None: empty.
+  """
+  apply: Callable
+  eval_params: Callable
+  client_init: Callable | None = None
+  shared_init: Callable | None = None
+
+
+def create(model: models.AlexNet, tx, plan: partitioning.Plan, mesh, image_shape, *, seed: int,
+           sync: Sync, abstract: bool = False):
+  """Every replica starts from the single-device initialisation (`abstract`: shape structs).
 
   Returns:
     (state, specs): the ReplicaState on the mesh and its PartitionSpecs.
@@ -59,40 +78,36 @@ def create(model: models.AlexNet, tx, plan: partitioning.Plan, mesh, image_shape
   replicas = plan.data
 
   def init():
-    state = train_state.create_unsharded(model, tx, image_shape, seed)
+    state = train_state.create_unsharded(model, tx, image_shape, seed=seed)
     stack = lambda tree: jax.tree.map(
         lambda x: jnp.broadcast_to(x[None], (replicas,) + x.shape), tree)
+    client = sync.client_init(state.params) if sync.client_init else {}
+    shared = sync.shared_init(state.params) if sync.shared_init else {}
     return ReplicaState(step=state.step, local=stack(Replica(state.params, state.opt_state)),
-                        client=stack(client_init(state.params) if client_init else {}),
-                        shared=shared_init(state.params) if shared_init else {}, rng=state.rng)
+                        client=stack(client), shared=shared, rng=state.rng)
 
   shapes = jax.eval_shape(init)
   per_replica = lambda tree: jax.tree.map(lambda _: P(DATA), tree)
   specs = ReplicaState(step=P(), local=per_replica(shapes.local),
                        client=per_replica(shapes.client),
                        shared=jax.tree.map(lambda _: P(), shapes.shared), rng=P())
-  shardings = jax.tree.map(lambda s: NamedSharding(mesh, s), specs,
-                           is_leaf=lambda x: isinstance(x, P))
-  init = jax.jit(init, out_shardings=shardings)
+  init = compiler_options.jit_initializer(init, mesh,
+                                          out_shardings=mesh_lib.shardings(mesh, specs))
   return (jax.eval_shape(init) if abstract else init()), specs
 
 
-def make_step(model: models.AlexNet, plan: partitioning.Plan, mesh, tx, specs: ReplicaState,
-              sync: Callable, tune_xla_cpu: bool = True):
-  """Returns `step(state, images, labels) -> (state, metrics)` for local SGD plus `sync`.
+def make_step(model: models.AlexNet, plan: partitioning.Plan, mesh, tx, specs: ReplicaState, *,
+              sync: Sync, tune_xla_cpu: bool = True):
+  """Returns `step(state, images, labels) -> (state, metrics)`: local SGD, then `sync.apply`.
 
-  `sync(local, client, shared, previous_params, step) -> (local, client, shared)` runs on each
-  device after its local update, inside a shard_map over "data" without replication checks (it may
-  use ppermute); `local` (a Replica) and `client` are this replica's (unstacked) state, `step` the
-  number of updates now taken. What it returns as `shared` must be the same on every device.
-  `tune_xla_cpu`: compile with `xla_options`' CPU options.
+  `tune_xla_cpu`: compile with `compiler_options`' CPU step options.
   """
 
   def per_device_step(state: ReplicaState, images_BHWC, labels_B):
     local, client = jax.tree.map(lambda x: x[0], (state.local, state.client))
     local_batch = images_BHWC.shape[0]
-    example_ids_B = step_lib.example_ids(plan, local_batch)
-    key = step_lib.dropout_key(state)
+    example_ids_B = common.example_ids(plan, local_batch)
+    key = common.dropout_key(state)
 
     def loss_fn(params):
       logits_BC = model.apply({"params": params}, images_BHWC, example_ids_B=example_ids_B,
@@ -103,7 +118,7 @@ def make_step(model: models.AlexNet, plan: partitioning.Plan, mesh, tx, specs: R
     updates, opt_state = tx.update(grads, local.opt_state, local.params)
     new_step = state.step + 1
     updated = Replica(optax.apply_updates(local.params, updates), opt_state)
-    updated, client, shared = sync(updated, client, state.shared, local.params, new_step)
+    updated, client, shared = sync.apply(updated, client, state.shared, local.params, new_step)
     global_batch = local_batch * plan.data
     metrics = {"train_loss": jax.lax.psum(loss, DATA) / plan.data,
                "train_accuracy": jax.lax.psum(jnp.sum(jnp.argmax(logits_BC, -1) == labels_B),
@@ -113,9 +128,10 @@ def make_step(model: models.AlexNet, plan: partitioning.Plan, mesh, tx, specs: R
                          shared=shared), metrics
 
   batch = plan.batch_spec
-  return xla_options.jit(jax.shard_map(per_device_step, mesh=mesh, in_specs=(specs, batch, batch),
-                                       out_specs=(specs, P()), check_vma=False), mesh,
-                         tune_xla_cpu, donate_argnums=0)
+  return compiler_options.jit(jax.shard_map(per_device_step, mesh=mesh,
+                                            in_specs=(specs, batch, batch),
+                                            out_specs=(specs, P()), check_vma=False), mesh,
+                              tuned=tune_xla_cpu, donate_argnums=0)
 
 
 def replica_index() -> jax.Array:

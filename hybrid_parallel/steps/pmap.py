@@ -1,6 +1,6 @@
 """The `pmap` baseline: the data-parallel step as the Flax examples write it.
 
-`config.backend = "pmap"` (data and single schemes): one function per device under
+`backend = "pmap"` (data and single schemes): one function per device under
 `jax.pmap(axis_name="data")` — forward and backward on the device's shard of the batch with the
 device's copy of the parameters, `lax.pmean` of the loss and of the whole gradient tree, the same
 optax update on every device. No PartitionSpec, no shard_map of ours.
@@ -11,9 +11,9 @@ and leaves with `out_axes=None`: pmap takes the scheme's replicated global array
 the training loop, checkpoints and evaluation see the same state as under the other backends, and
 the step itself — what the benchmark compares — is the examples' step. (Since JAX 0.8, `pmap` is
 itself lowered to `jit` of a `shard_map` over a one-axis mesh; the comparison shows what that
-costs against the hand-placed collectives of `step.py`.)
+costs against the hand-placed collectives of `explicit.py`.)
 
-Per-worker batch norm works as in `step.py`: the pmapped axis is named "data", the axis the
+Per-worker batch norm works as in `explicit.py`: the pmapped axis is named "data", the axis the
 model's layers average their statistics over.
 """
 
@@ -21,37 +21,20 @@ import jax
 import jax.numpy as jnp
 from jax.sharding import NamedSharding, PartitionSpec as P
 
-from hybrid_parallel import models, partitioning, step, xla_options
-from hybrid_parallel.errors import UserError
+from hybrid_parallel import compiler_options, models
 from hybrid_parallel.mesh import DATA
+from hybrid_parallel.steps import common
 from hybrid_parallel.train_state import TrainState
 
-SCHEMES = ("single", "data")
 
-
-def check_supported(config, plan: partitioning.Plan) -> None:
-  """One UserError for a setting the Flax-examples step does not have."""
-  if plan.scheme not in SCHEMES:
-    raise UserError(f"backend 'pmap' is the data-parallel baseline; parallelism "
-                    f"{plan.scheme!r} needs the explicit or gspmd backend.")
-  if config.grad_reduce != "psum":
-    raise UserError(f"backend 'pmap' reduces gradients with lax.pmean; grad_reduce "
-                    f"{config.grad_reduce!r} needs the explicit backend.")
-  if config.microbatches > 1:
-    raise UserError("microbatches need the explicit backend.")
-  if jax.process_count() > 1:
-    raise UserError("backend 'pmap' runs in one process here; use the explicit backend with "
-                    "several processes.")
-
-
-def make_train_step(model: models.AlexNet, mesh, tx, skip_nonfinite: bool = False,
+def make_train_step(model: models.AlexNet, mesh, tx, *, skip_nonfinite: bool = False,
                     tune_xla_cpu: bool = True):
   """Returns `train_step(state, images, labels) -> (state, metrics)` built on `jax.pmap`.
 
   The state is replicated over `mesh` (every spec P()); images and labels are global arrays split
   over "data", as the other backends take them. State donated; metrics equal the explicit step's.
-  The pmapped function is called inside a `jax.jit`, only to compile it with `xla_options` (pmap
-  itself takes no compiler options; it is already a jit of a shard_map, which inlines).
+  The pmapped function is called inside a `jax.jit`, only to compile it with `compiler_options`
+  (pmap itself takes no compiler options; it is already a jit of a shard_map, which inlines).
   """
   devices = list(mesh.devices.flat)
 
@@ -59,12 +42,13 @@ def make_train_step(model: models.AlexNet, mesh, tx, skip_nonfinite: bool = Fals
     local_batch = images_bHWC.shape[0]
     ids_b = jax.lax.axis_index(DATA) * local_batch + jnp.arange(local_batch)
 
-    (loss, logits_bC, batch_stats), grads = step.mean_loss_and_grads(
+    (loss, logits_bC, batch_stats), grads = common.mean_loss_and_grads(
         model, state, images_bHWC, labels_b, ids_b)
     # Equal shards, so the mean of the devices' mean gradients is the whole batch's.
     grads = jax.lax.pmean(grads, DATA)
-    finite = step.all_finite(grads)
-    new_state = step.apply_gradients(state, grads, batch_stats, tx, finite, skip_nonfinite)
+    finite = common.all_finite(grads)
+    new_state = common.apply_gradients(state, grads, batch_stats, tx, finite=finite,
+                                       skip_nonfinite=skip_nonfinite)
     metrics = {"train_loss": jax.lax.pmean(loss, DATA),
                "train_accuracy": jax.lax.pmean(jnp.mean(jnp.argmax(logits_bC, -1) == labels_b),
                                                DATA),
@@ -82,8 +66,9 @@ def make_train_step(model: models.AlexNet, mesh, tx, skip_nonfinite: bool = Fals
 
   # pmap answers on its own one-axis mesh of the same devices; the out shardings name the
   # scheme's mesh again, so the state goes on as the other backends leave it.
-  return _WithoutContextMesh(xla_options.jit(train_step, mesh, tune_xla_cpu, donate_argnums=0,
-                                             out_shardings=(replicated, replicated)))
+  return _WithoutContextMesh(compiler_options.jit(train_step, mesh, tuned=tune_xla_cpu,
+                                                  donate_argnums=0,
+                                                  out_shardings=(replicated, replicated)))
 
 
 class _WithoutContextMesh:

@@ -1,0 +1,444 @@
+r"""The docs' tables, rendered from the JSON the benchmarks wrote: never copied by hand.
+
+  python -m benchmarks.tables            # rewrite every table block in docs/*.md and README.md
+  python -m benchmarks.tables --check    # exit 1 if a block differs from its JSON
+
+A page includes a table as a block
+
+  <!-- table: NAME -->
+  ...
+  <!-- end table -->
+
+whose body is `render(NAME)`: the function of that name below applied to the JSON file(s) of
+`SOURCES[NAME]` in docs/. Each benchmark refreshes the blocks after writing its JSON, and
+tests/docs_test.py fails when a block and its JSON disagree.
+"""
+
+import json
+import os
+import re
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DOCS = os.path.join(ROOT, "docs")
+_BLOCK = re.compile(r"(<!-- table: (?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- end table -->)",
+                    re.DOTALL)
+
+
+def _mb(x: float) -> str:
+  return f"{x / 1e6:.1f}"
+
+
+def _percent(x: float) -> str:
+  return f"{100 * x:.2f}%"
+
+
+def throughput(rows) -> str:
+  """Every config under every backend; time per image relative to `single` on the same backend."""
+  single = {r["backend"]: r["step_time_ms"]["median"] / r["global_batch"] for r in rows
+            if r["config"] == "single"}
+  lines = ["| config | backend | mesh | batch | images/s | step ms (median, p10–p90) | per image "
+           "vs single | MFU | busiest device MB/step | compile s |", "|---" * 10 + "|"]
+  for r in rows:
+    t = r["step_time_ms"]
+    ratio = t["median"] / r["global_batch"] / single[r["backend"]]
+    lines.append(f"| {r['config']} | {r['backend']} | {r['mesh'][0]}×{r['mesh'][1]} | "
+                 f"{r['global_batch']} | {r['images_per_sec']} | {t['median']} ({t['p10']}–"
+                 f"{t['p90']}) | {ratio:.2f} | {100 * r['mfu']:.1f}% | "
+                 f"{_mb(r['hlo_busiest_device_bytes'])} | {r['compile_s']} |")
+  return "\n".join(lines)
+
+
+COMM_VOLUME_ALGORITHMS_CONFIG = "data4"  # benchmarks/comm_volume.py --all measures it with each.
+
+
+def comm_volume(rows) -> str:
+  """Bytes per device from the compiled HLO beside the analytic minimum (psum rows)."""
+  lines = ["| config | mesh | batch | all-reduce MB (ops) | all-gather | reduce-scatter | "
+           "collective-permute | HLO total MB | analytic minimum MB (gradients + activations) |",
+           "|---|---|---|---|---|---|---|---|---|"]
+  for r in rows:
+    if r["grad_reduce"] != "psum":
+      continue
+    cell = lambda kind, r=r: (f"{_mb(r['hlo'][kind]['bytes_per_device'])} "
+                              f"({r['hlo'][kind]['ops']})" if kind in r["hlo"] else "—")
+    a = r["analytic_bytes_per_device"]
+    name = r["config"] + (f" ({r['owt_variant']})" if r.get("owt_variant", "a") != "a" else "")
+    lines.append(f"| {name} | {r['mesh'][0]}×{r['mesh'][1]} | {r['global_batch']} | "
+                 f"{cell('all-reduce')} | {cell('all-gather')} | {cell('reduce-scatter')} | "
+                 f"{cell('collective-permute')} | {_mb(r['hlo_bytes_per_device'])} | "
+                 f"{_mb(a['total'])} ({_mb(a['gradients'])} + {_mb(a['activations'])}) |")
+  return "\n".join(lines)
+
+
+def comm_volume_algorithms(rows) -> str:
+  """data4's gradient all-reduce by each algorithm: mean and busiest device."""
+  lines = ["| `grad_reduce` | HLO collectives | mean MB sent per device | busiest device MB |",
+           "|---|---|---|---|"]
+  for r in rows:
+    if r["config"] != COMM_VOLUME_ALGORITHMS_CONFIG:
+      continue
+    ops = ", ".join(f"{stats['ops']} {kind}" for kind, stats in r["hlo"].items())
+    lines.append(f"| `{r['grad_reduce']}` | {ops} | {_mb(r['hlo_bytes_per_device'])} | "
+                 f"{_mb(r['hlo_busiest_device_bytes'])} |")
+  return "\n".join(lines)
+
+
+def scaling_model(result) -> str:
+  """Predicted speed-up vs devices, by all-reduce algorithm."""
+  algorithms = list(result["speedup_vs_devices"])
+  devices = sorted({p["devices"] for points in result["speedup_vs_devices"].values()
+                    for p in points})
+  lines = ["| devices | " + " | ".join(a.replace("_", " ") for a in algorithms) + " |",
+           "|---" * (len(algorithms) + 1) + "|"]
+  for n in devices:
+    cells = []
+    for algorithm in algorithms:
+      points = [p["speedup"] for p in result["speedup_vs_devices"][algorithm] if p["devices"] == n]
+      cells.append(f"{points[0]:.1f}" if points else "—")
+    lines.append(f"| {n} | " + " | ".join(cells) + " |")
+  return "\n".join(lines)
+
+
+def scaling_model_yadan(result) -> str:
+  """Yadan et al.'s Table 1 through the α-β model."""
+  lines = ["| configuration | mesh | MB per device and step | predicted days | paper days | "
+           "predicted speed-up | paper speed-up | bandwidth the paper's days imply |",
+           "|---|---|---|---|---|---|---|---|"]
+  for r in result["yadan_table1"]:
+    implied = "—" if r["implied_gb_per_s"] is None else f"{r['implied_gb_per_s']} GB/s"
+    lines.append(f"| {r['configuration']} | {r['mesh']} | {r['mb_per_device']} | "
+                 f"{r['predicted_days']} | {r['paper_days']} | {r['predicted_speedup']} | "
+                 f"{r['paper_speedup']} | {implied} |")
+  return "\n".join(lines)
+
+
+def scaling_model_owt(result) -> str:
+  """Krizhevsky 2014's owt schemes on 8 K20s through the α-β model."""
+  lines = ["| scheme | FC updates per step | batches (conv, FC) | predicted s per step | exposed "
+           "communication s | predicted speed-up | Krizhevsky's speed-up |",
+           "|---|---|---|---|---|---|---|"]
+  lines += [f"| ({r['variant']}) | {r['fc_updates_per_step']} | {r['batches (conv, FC)']} | "
+            f"{r['step_s']} | {r['exposed_communication_s']} | {r['predicted_speedup']} | "
+            f"{r['krizhevsky_speedup']} |" for r in result["owt_variants_k20"]["rows"]]
+  return "\n".join(lines)
+
+
+def local_sgd_convergence(results) -> str:
+  """Final test top-1 of every run."""
+  lines = ["| run | final test top-1 |", "|---|---|"]
+  lines += [f"| {r['run']} | {_percent(r['eval_top1'][-1])} |" for r in results]
+  return "\n".join(lines)
+
+
+def large_batch_tiny(results) -> str:
+  """The first sweep (alexnet_bn_tiny): final test top-1 by global batch and rule."""
+  rules = list(dict.fromkeys(r["rule"] for r in results))
+  batches = sorted({r["global_batch"] for r in results})
+  top1 = {(r["rule"], r["global_batch"]): r["eval_top1"] for r in results}
+  steps = {r["global_batch"]: r["steps"] for r in results}
+  lines = ["| global batch | steps | " + " | ".join(rules) + " |", "|---" * (len(rules) + 2) + "|"]
+  lines += [f"| {b} | {steps[b]} | " + " | ".join(_percent(top1[r, b]) if (r, b) in top1
+                                                   else "—" for r in rules) + " |"
+            for b in batches]
+  return "\n".join(lines)
+
+
+def _top1(r) -> str:
+  if r["eval_top1"] is None:
+    return f"NaN at step {r['diverged_at_step']}"
+  return _percent(r["eval_top1"])
+
+
+def large_batch(results) -> str:
+  """The sweep: final test top-1 by model and global batch (rows) and rule (columns)."""
+  sweep = [r for r in results if r.get("part") == "sweep"]
+  rules = list(dict.fromkeys(r["rule"] for r in sweep))
+  cells = {(r["model"], r["global_batch"], r["rule"]): r for r in sweep}
+  rows = sorted({(r["model"], r["global_batch"], r["steps"]) for r in sweep},
+                key=lambda x: (list(dict.fromkeys(r["model"] for r in sweep)).index(x[0]), x[1]))
+  lines = ["| model | global batch | steps | " + " | ".join(rules) + " |",
+           "|---" * (len(rules) + 3) + "|"]
+  lines += [f"| {model} | {batch} | {steps} | " +
+            " | ".join(_top1(cells[model, batch, rule]) if (model, batch, rule) in cells
+                       else "—" for rule in rules) + " |" for model, batch, steps in rows]
+  return "\n".join(lines)
+
+
+def large_batch_grid(results) -> str:
+  """The tuning grid at 8× the reference batch."""
+  grid = [r for r in results if r.get("part") == "grid"]
+  lines = ["| rule | warmup epochs | LARS η | LARS trust coefficient | peak LR | test top-1 | "
+           "final training loss |", "|---|---|---|---|---|---|---|"]
+  for r in grid:
+    lars = r["rule"] == "lars"
+    lines.append(f"| {r['rule']} | {r['warmup_epochs']} | {r['lars_lr'] if lars else '—'} | "
+                 f"{r['lars_trust'] if lars else '—'} | {r['peak_lr']} | {_top1(r)} | "
+                 f"{r['train_loss'][-1] if r['train_loss'] else '—'} |")
+  return "\n".join(lines)
+
+
+def input_pipeline(result) -> str:
+  """Images/s of the tfds pipeline alone, beside the training step it feeds."""
+  what = {"cifar10": "crop, flip, normalise (decoded once, cached)",
+          "imagenet2012": "decode, resize to 256, crop 224, flip, lighting, normalise"}
+  lines = ["| source | per image | images/s (median) |", "|---|---|---|"]
+  for p in result["pipelines"]:
+    lines.append(f"| {p['source']} ({p['image_size']}², batch {p['global_batch']}) | "
+                 f"{what.get(p['source'], '')} | {p['images_per_sec_median']:,.0f} |")
+  step = result.get("train_step_here")
+  if step:
+    lines.append(f"| the training step it feeds: single-device `{step['model']}`, batch "
+                 f"{step['batch']}, 224², float32 | | {step['images_per_sec_median']} |")
+  return "\n".join(lines)
+
+
+def table1(rows) -> str:
+  """Every config trained end to end by main.py."""
+  lines = ["| config | mesh | steps | wall-clock | train images/s (median) | test top-1 | "
+           "test top-5 |", "|---|---|---|---|---|---|---|"]
+  lines += [f"| {r['config']} | {r['mesh']} | {r['steps']} | {r['wall_clock_s']} s | "
+            f"{r['train_images_per_sec_median']} | {_percent(r['eval_top1'])} | "
+            f"{_percent(r['eval_top5'])} |" for r in rows]
+  return "\n".join(lines)
+
+
+def pytorch_reference(results) -> str:
+  """Our single-device step against PyTorch eager on the same CPU, tuned and untuned."""
+  lines = ["| our step | ours ms (p10–p90) | PyTorch ms (p10–p90) | ours images/s | "
+           "PyTorch images/s | ratio |", "|---|---|---|---|---|---|"]
+  for r in results:
+    ours, torch = r["jax_step_ms"], r["torch_step_ms"]
+    label = ("tuned (default)" if r["tune_xla_cpu"]
+             else "XLA's default options (`--notune_xla_cpu`)")
+    lines.append(f"| {label} | {ours['median']} ({ours['p10']}–{ours['p90']}) | "
+                 f"{torch['median']} ({torch['p10']}–{torch['p90']}) | "
+                 f"{r['jax_images_per_sec']} | {r['torch_images_per_sec']} | {r['ratio']} |")
+  return "\n".join(lines)
+
+
+def max_pool(rows) -> str:
+  """Max-pool forward + backward: reduce_window's gradient against ours."""
+  lines = ["| input (batch, side, side, channels) | reduce_window ms | ours ms | speed-up |",
+           "|---|---|---|---|"]
+  lines += [f"| {tuple(r['input'])} | {r['reduce_window_ms']} | {r['ours_ms']} | "
+            f"{r['speedup']} |" for r in rows]
+  return "\n".join(lines)
+
+
+def soak(result) -> str:
+  """benchmarks/soak.py: a run killed and restarted again and again against an uninterrupted one."""
+  yes = lambda x: "yes" if x is True else ("no" if x is False else x)
+  lines = ["| what | result |", "|---|---|"]
+  lines += [f"| {what} | {yes(value)} |" for what, value in (
+      ("run", f"{result['config']}, {result['steps']} steps, kill moments drawn with seed "
+              f"{result['seed']}"),
+      ("SIGKILLs survived", result["sigkills"]),
+      ("of them during a checkpoint save", result["sigkills_during_a_save"]),
+      ("then SIGTERM and SIGINT, each followed by a restart",
+       ", ".join(f"{e['signal']} → exit {e['exit']}" for e in result["events"]
+                 if e["signal"] != "SIGKILL")),
+      ("final parameters and optimiser state bitwise equal to the uninterrupted run's",
+       result["final_state_bitwise_equal"]),
+      ("checkpoints left on disk readable", result["checkpoints_readable"]),
+      ("metrics.jsonl holds each step once", result["metrics_each_step_once"]),
+      ("TensorBoard holds each step once", result["tensorboard_each_step_once"]),
+      ("wall-clock: uninterrupted / interrupted (s)",
+       f"{result['uninterrupted_s']} / {result['interrupted_s']}"),
+      ("time lost to the interruptions (s)", result["time_lost_s"]))]
+  return "\n".join(lines)
+
+
+def accelerator_single_device(report) -> str:
+  """benchmarks/accelerator.py: our train step on one device."""
+  rows = report["sections"]["single_device"]["result"]
+  lines = ["| model | dtype | batch | images/s | step ms | compile s | program GiB | device peak "
+           "GiB | MFU |", "|---|---|---|---|---|---|---|---|---|"]
+  for r in rows:
+    mfu = "—" if r["mfu"] is None else f"{100 * r['mfu']:.1f}%"
+    peak = "—" if r["device_peak_gib"] is None else r["device_peak_gib"]
+    lines.append(f"| {r['model']} | {r['dtype']} | {r['batch']} | {r['images_per_sec']} | "
+                 f"{r['step_ms']} | {r['compile_s']} | {r['program_gib']} | {peak} | {mfu} |")
+  return "\n".join(lines)
+
+
+def accelerator_pytorch(report) -> str:
+  """benchmarks/accelerator.py: PyTorch's variants, and ours ÷ the best of them."""
+  result = report["sections"]["pytorch"]["result"]
+  lines = ["| PyTorch variant | batch | images/s | step ms | setup s |", "|---|---|---|---|---|"]
+  lines += [f"| {r['variant']} | {r['batch']} | {r['images_per_sec']} | {r['step_ms']} | "
+            f"{r['setup_s']} |" for r in result["variants"]]
+  lines += ["", "| batch | our dtype | ours images/s | best PyTorch (variant) | ours ÷ best |",
+            "|---|---|---|---|---|"]
+  lines += [f"| {r['batch']} | {r['dtype']} | {r['ours_images_per_sec']} | "
+            f"{r['best_torch_images_per_sec']} ({r['best_torch_variant']}) | {r['ratio']} |"
+            for r in result["comparison"]]
+  return "\n".join(lines)
+
+
+def accelerator_top_ops(report) -> str:
+  """benchmarks/accelerator.py: where the step's device time goes."""
+  result = report["sections"]["profile"]["result"]
+  lines = ["| operation | ms per step | share | calls | kernel |", "|---|---|---|---|---|"]
+  lines += [f"| `{r['op']}` | {r['ms_per_step']} | {100 * r['share']:.1f}% | {r['calls']} | "
+            f"`{r['kernel'][:60]}` |" for r in result["top_ops"]]
+  return "\n".join(lines)
+
+
+def accelerator_tuning(report) -> str:
+  """benchmarks/accelerator.py: one change at a time against the baseline, same run."""
+  rows = report["sections"]["tuning"]["result"]
+  lines = ["| variant | images/s | step ms | compile s | vs baseline |", "|---|---|---|---|---|"]
+  lines += [f"| {r['variant']} | {r['images_per_sec']} | {r['step_ms']} | {r['compile_s']} | "
+            f"{r['vs_baseline']} |" for r in rows]
+  return "\n".join(lines)
+
+
+def accelerator_mock(report) -> str:
+  """benchmarks/accelerator.py: 8-GPU programs on one device (mocked collectives)."""
+  rows = report["sections"]["mock_multi_gpu"]["result"]
+  lines = ["| config | scheme | mesh | batch | step ms (one device) | MB per device | gradient "
+           "all-reduces overlapping compute |", "|---|---|---|---|---|---|---|"]
+  for r in rows:
+    if "error" in r:
+      lines.append(f"| {r['name']} | error: {r['error'].splitlines()[-1][:80]} | | | | | |")
+      continue
+    overlap = (f"{r['all_reduces_with_compute_in_flight']} of {r['async_all_reduces']} async "
+               f"({_mb(r['all_reduce_bytes_with_compute_in_flight'])} of "
+               f"{_mb(r['all_reduce_bytes'])} MB)" if r["async_all_reduces"]
+               else "none async (synchronous collectives)")
+    lines.append(f"| {r['name']} | {r['scheme']} | {r['mesh'][0]}×{r['mesh'][1]} | "
+                 f"{r['global_batch']} | {r['step_ms']} | {_mb(r['bytes_per_device'])} | "
+                 f"{overlap} |")
+  return "\n".join(lines)
+
+
+def accelerator_report(report) -> str:
+  """The whole report of benchmarks/accelerator.py, section by section."""
+  tables_by_section = {"single_device": accelerator_single_device, "pytorch":
+                       accelerator_pytorch, "profile": accelerator_top_ops,
+                       "tuning": accelerator_tuning, "mock_multi_gpu": accelerator_mock}
+  out = ["# Accelerator report" + (" (dry run: tiny sizes)" if report["dry_run"] else ""), ""]
+  for name, section in report["sections"].items():
+    out.append(f"## {name} ({section.get('seconds', 0)} s)")
+    out.append("")
+    if "error" in section:
+      out += ["```", section["error"].strip(), "```"]
+    elif "skipped" in section or "skipped" in (section.get("result") or {}):
+      out.append(f"Skipped: {section.get('skipped') or section['result']['skipped']}")
+    elif name in tables_by_section:
+      out.append(tables_by_section[name](report))
+    else:
+      out.append("```json\n" + json.dumps(section["result"], indent=1) + "\n```")
+    out.append("")
+  return "\n".join(out)
+
+
+# Table name → (its function, the JSON files in docs/ it reads; several are passed as a list).
+SOURCES = {
+    "throughput": (throughput, "throughput.json"),
+    "comm_volume": (comm_volume, "comm_volume.json"),
+    "comm_volume_algorithms": (comm_volume_algorithms, "comm_volume.json"),
+    "scaling_model": (scaling_model, "scaling_model.json"),
+    "scaling_model_yadan": (scaling_model_yadan, "scaling_model.json"),
+    "scaling_model_owt": (scaling_model_owt, "scaling_model.json"),
+    "local_sgd_convergence": (local_sgd_convergence, "local_sgd_convergence.json"),
+    "large_batch_tiny": (large_batch_tiny, "large_batch_tiny.json"),
+    "large_batch": (large_batch, "large_batch.json"),
+    "large_batch_grid": (large_batch_grid, "large_batch.json"),
+    "input_pipeline": (input_pipeline, "input_pipeline.json"),
+    "table1": (table1, "table1.json"),
+    "pytorch_reference": (pytorch_reference,
+                          ("pytorch_reference.json", "pytorch_reference_untuned.json")),
+    "max_pool": (max_pool, "max_pool.json"),
+    "soak": (soak, "soak.json"),
+}
+
+
+def _load(path: str):
+  with open(path) as f:
+    return json.load(f)
+
+
+def _files(name: str) -> tuple[str, ...]:
+  files = SOURCES[name][1]
+  return files if isinstance(files, tuple) else (files,)
+
+
+def measured(name: str, docs: str = DOCS) -> bool:
+  """Whether the JSON table `name` is made from is in `docs`."""
+  return all(os.path.exists(os.path.join(docs, f)) for f in _files(name))
+
+
+def render(name: str, docs: str = DOCS) -> str:
+  """The Markdown of table `name` from its JSON in `docs`."""
+  function, files = SOURCES[name]
+  if isinstance(files, tuple):
+    return function([_load(os.path.join(docs, f)) for f in files])
+  return function(_load(os.path.join(docs, files)))
+
+
+def pages(root: str = ROOT) -> list[str]:
+  """The Markdown pages that may include tables: README.md and docs/*.md."""
+  docs = os.path.join(root, "docs")
+  return [os.path.join(root, "README.md")] + sorted(
+      os.path.join(docs, f) for f in os.listdir(docs) if f.endswith(".md"))
+
+
+def refresh(text: str, docs: str = DOCS) -> str:
+  """`text` with every table block's body rendered anew from its JSON (a block whose JSON is not
+  there yet is left as it is)."""
+
+  def block(m):
+    if not measured(m.group("name"), docs):
+      return m.group(0)
+    return m.group(1) + render(m.group("name"), docs) + "\n" + m.group(4)
+
+  return _BLOCK.sub(block, text)
+
+
+def update_docs(root: str = ROOT, *, check: bool = False) -> list[str]:
+  """Rewrites the table blocks of every page (or, with `check`, only reports them).
+
+  Returns:
+    The pages whose blocks differed from their JSON.
+  """
+  stale = []
+  for page in pages(root):
+    with open(page) as f:
+      text = f.read()
+    fresh = refresh(text, os.path.join(root, "docs"))
+    if fresh != text:
+      stale.append(os.path.relpath(page, root))
+      if not check:
+        with open(page, "w") as f:
+          f.write(fresh)
+  return stale
+
+
+def publish(data, path: str) -> None:
+  """Writes a benchmark's JSON to `path`; when that is docs/, refreshes the tables made from it."""
+  os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+  with open(path, "w") as f:
+    json.dump(data, f, indent=1)
+    f.write("\n")
+  if os.path.dirname(os.path.abspath(path)) == DOCS:
+    rewritten = update_docs()
+    print(f"wrote {os.path.relpath(path, ROOT)}; refreshed its tables in "
+          f"{', '.join(rewritten) or 'no page (unchanged)'}", file=sys.stderr)
+
+
+def main(*, check: bool) -> None:
+  stale = update_docs(check=check)
+  if check and stale:
+    print(f"error: tables differ from their JSON in {', '.join(stale)}; run "
+          f"`python -m benchmarks.tables`.", file=sys.stderr)
+    sys.exit(1)
+  print(f"{'stale' if check else 'rewrote'}: {', '.join(stale) or 'nothing'}")
+
+
+if __name__ == "__main__":
+  # Flags only when run: the benchmarks import this module beside their own flags.
+  from absl import app, flags
+  _CHECK = flags.DEFINE_bool("check", False, "Only report the tables that differ; exit 1 if any.")
+  app.run(lambda argv: main(check=_CHECK.value))

@@ -1,0 +1,47 @@
+"""Compiler options for every jitted program, per platform.
+
+Every train and eval step goes through `jit`, the one-off initialiser of the state through
+`jit_initializer`; both add the options of the mesh's platform. They are per-computation options,
+so they apply in a notebook whose JAX is already running, and leave the user's XLA_FLAGS and
+other programs alone.
+
+CPU (XLA:CPU, jaxlib 0.10):
+  * steps: XLA hands convolutions to YNNPACK by default; on the CPUs measured so far its kernels
+    for AlexNet's convolutions (the strided 11×11 stem and the weight gradients above all) ran
+    slower than XLA's own Eigen ones, so only matrix products stay on YNNPACK. What that gave is
+    in docs/performance.md. `tune_xla_cpu = False` keeps XLA's defaults.
+  * the initialiser runs once, but LLVM spends seconds optimising the threefry random-bit
+    generation of every parameter's initialiser, for every model and mesh; it is compiled at
+    LLVM optimisation level 1, which takes a third to a quarter of the time and gave bitwise the
+    same initial values for every registered model (level 0 is faster still, but changes the
+    last bit of some values).
+GPU and TPU: none (XLA's defaults).
+"""
+
+import jax
+
+# Only YNNPACK's matmul fusions (XLA's default also sends it every convolution).
+CPU_STEP_OPTIONS = {"xla_cpu_experimental_ynn_fusion_type": "LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT"}
+CPU_INITIALIZER_OPTIONS = {"xla_backend_optimization_level": 1}
+
+
+def _platform(mesh) -> str:
+  return mesh.devices.flat[0].platform
+
+
+def for_mesh(mesh, *, tuned: bool = True) -> dict[str, str]:
+  """The step options for a program on `mesh`'s devices (empty when not `tuned`)."""
+  if tuned and _platform(mesh) == "cpu":
+    return dict(CPU_STEP_OPTIONS)
+  return {}
+
+
+def jit(fun, mesh, *, tuned: bool = True, **jit_kwargs):
+  """`jax.jit(fun, **jit_kwargs)` with the step options of `mesh`'s platform."""
+  return jax.jit(fun, compiler_options=for_mesh(mesh, tuned=tuned) or None, **jit_kwargs)
+
+
+def jit_initializer(fun, mesh, **jit_kwargs):
+  """`jax.jit(fun, **jit_kwargs)` for a program that runs once: little LLVM optimisation on CPU."""
+  options = dict(CPU_INITIALIZER_OPTIONS) if _platform(mesh) == "cpu" else None
+  return jax.jit(fun, compiler_options=options, **jit_kwargs)

@@ -1,0 +1,1 @@
+"""The synchronous step, one module per backend (explicit, gspmd, pmap) and what they share."""

@@ -1,0 +1,106 @@
+"""What the three backends of the synchronous step share: which settings each can run, dropout
+keys and example ids, the whole-batch loss and gradient, and the optimiser update."""
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from hybrid_parallel import layers, models, partitioning
+from hybrid_parallel.errors import UserError
+from hybrid_parallel.train_state import TrainState
+
+# explicit: jax.shard_map, every collective written out (steps/explicit.py; the reference);
+# gspmd: the same PartitionSpecs handed to jax.jit, XLA placing the collectives (steps/gspmd.py);
+# pmap: the data scheme as the Flax examples write it (steps/pmap.py).
+BACKENDS = ("explicit", "gspmd", "pmap")
+_SCHEMES = {"explicit": partitioning.SCHEMES, "gspmd": partitioning.SYNCHRONOUS,
+            "pmap": ("single", "data")}
+_GRADIENT_SUM = {"gspmd": "lets XLA place the gradient sum",
+                 "pmap": "sums gradients with lax.pmean"}
+
+
+def check_backend(backend: str, *, scheme: str, grad_reduce: str = "psum", microbatches: int = 1,
+                  per_worker_batch_norm: bool = False, processes: int = 1) -> None:
+  """One UserError for a setting `backend` cannot run; the explicit backend runs them all."""
+  if backend not in BACKENDS:
+    raise UserError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}.")
+  if backend == "explicit":
+    return
+  if scheme not in _SCHEMES[backend]:
+    raise UserError(f"backend {backend!r} runs the schemes {', '.join(_SCHEMES[backend])}; "
+                    f"parallelism {scheme!r} needs the explicit backend.")
+  if grad_reduce != "psum":
+    raise UserError(f"backend {backend!r} {_GRADIENT_SUM[backend]}; grad_reduce "
+                    f"{grad_reduce!r} needs the explicit backend.")
+  if microbatches > 1:
+    raise UserError(f"microbatches = {microbatches} needs the explicit backend, not "
+                    f"{backend!r}.")
+  if backend == "gspmd" and per_worker_batch_norm:
+    raise UserError("backend 'gspmd' normalises batch-norm layers over the whole batch; set "
+                    "sync_batch_norm = True (per-worker statistics need the explicit backend).")
+  if backend == "pmap" and processes > 1:
+    raise UserError("backend 'pmap' runs in one process here; use the explicit backend with "
+                    "several processes.")
+
+
+def example_ids(plan: partitioning.Plan, local_batch: int) -> jax.Array:
+  """Global batch positions of this device's examples (the batch is split in mesh order)."""
+  ids = jnp.arange(local_batch, dtype=jnp.int32)
+  if plan.conv_batch_axes:
+    ids = ids + jax.lax.axis_index(plan.conv_batch_axes) * local_batch
+  return ids
+
+
+def to_fc_batch(plan: partitioning.Plan, x: jax.Array) -> jax.Array:
+  """Per-example values of the conv-stage batch, gathered as the model gathers the features."""
+  return layers.replicate_over_model(x, axis=0) if plan.layout.conv_batch_over_model else x
+
+
+def dropout_key(state) -> jax.Array:
+  """The dropout key of the step about to run: a function of (seed, step) only.
+
+  `state` is any state with the run's root key data `rng` and the update count `step`.
+  """
+  return jax.random.fold_in(jax.random.wrap_key_data(state.rng), state.step)
+
+
+def mean_loss_and_grads(model: models.AlexNet, state: TrainState, images_BHWC, labels_B,
+                        example_ids_B):
+  """Mean cross-entropy of `images_BHWC` under `state`, its gradient and what the forward pass
+  returned: `(loss, logits_BC, batch_stats), grads`. Dropout is keyed by `example_ids_B`.
+
+  The whole-batch step of the gspmd and pmap backends (the explicit step sums over slices).
+  """
+
+  def loss_fn(params):
+    logits_BC, updated = model.apply({"params": params, "batch_stats": state.batch_stats},
+                                     images_BHWC, example_ids_B=example_ids_B,
+                                     dropout_key=dropout_key(state), mutable=["batch_stats"])
+    loss = optax.softmax_cross_entropy_with_integer_labels(logits_BC, labels_B).mean()
+    return loss, (logits_BC, updated.get("batch_stats", {}))
+
+  (loss, (logits_BC, batch_stats)), grads = jax.value_and_grad(loss_fn, has_aux=True)(
+      state.params)
+  return (loss, logits_BC, batch_stats), grads
+
+
+def all_finite(grads) -> jax.Array:
+  """True when every gradient (of this device's shards) is finite."""
+  return jnp.all(jnp.array([jnp.all(jnp.isfinite(g)) for g in jax.tree.leaves(grads)]))
+
+
+def apply_gradients(state: TrainState, grads, batch_stats, tx, *, finite: jax.Array,
+                    skip_nonfinite: bool) -> TrainState:
+  """The optimiser's update of `state` by the summed `grads`, one step counted.
+
+  With `skip_nonfinite`, a step whose gradients are not all `finite` leaves the parameters,
+  optimiser state and batch statistics as they were (the step count still advances, so the next
+  step reads the next batch). Every backend's step ends here.
+  """
+  updates, opt_state = tx.update(grads, state.opt_state, state.params)
+  new_state = state.replace(step=state.step + 1, params=optax.apply_updates(state.params, updates),
+                            opt_state=opt_state, batch_stats=batch_stats)
+  if skip_nonfinite:
+    new_state = jax.tree.map(lambda new, old: jnp.where(finite, new, old), new_state,
+                             state.replace(step=state.step + 1))
+  return new_state
