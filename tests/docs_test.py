@@ -1,0 +1,94 @@
+"""The docs as a newcomer meets them: a short README linking every page, tables equal to the JSON
+they were rendered from, and every benchmark runnable as `python -m benchmarks.NAME`."""
+
+import os
+import re
+import subprocess
+import sys
+
+from absl.testing import absltest
+
+from benchmarks import tables
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _runnable(name: str) -> bool:
+  with open(os.path.join(ROOT, "benchmarks", name)) as f:
+    return 'if __name__ == "__main__":' in f.read()
+
+
+# The modules of benchmarks/ that run (the others are shared helpers).
+BENCHMARKS = sorted(f[:-3] for f in os.listdir(os.path.join(ROOT, "benchmarks"))
+                    if f.endswith(".py") and _runnable(f))
+
+
+class ReadmeTest(absltest.TestCase):
+
+  def test_short_and_links_every_docs_page(self):
+    with open(os.path.join(ROOT, "README.md")) as f:
+      readme = f.read()
+    self.assertLessEqual(len(readme.encode()), 12 * 1024)
+    pages = {f for f in os.listdir(os.path.join(ROOT, "docs")) if f.endswith(".md")}
+    linked = set(re.findall(r"\]\(docs/([\w-]+\.md)\)", readme))
+    self.assertEqual(linked, pages)
+
+  def test_every_linked_file_exists(self):
+    for page in tables.pages(ROOT):
+      with open(page) as f:
+        text = f.read()
+      for target in re.findall(r"\]\(([^)#\s]+)\)", text):
+        if "://" not in target:
+          self.assertTrue(os.path.exists(os.path.join(os.path.dirname(page), target)),
+                          f"{os.path.relpath(page, ROOT)} links to a missing {target}")
+
+
+class TablesTest(absltest.TestCase):
+
+  def test_every_table_block_equals_its_json(self):
+    self.assertEqual(tables.update_docs(ROOT, check=True), [])
+
+  def test_every_measured_table_is_included_somewhere(self):
+    included = set()
+    for page in tables.pages(ROOT):
+      with open(page) as f:
+        included |= set(re.findall(r"<!-- table: ([\w-]+) -->", f.read()))
+    self.assertContainsSubset(included, set(tables.SOURCES))
+    self.assertEqual(included, {name for name in tables.SOURCES if tables.measured(name)})
+
+  def test_a_stale_block_is_found_and_rewritten(self):
+    text = "before\n<!-- table: max_pool -->\n| made up |\n<!-- end table -->\nafter\n"
+    fresh = tables.refresh(text)
+    self.assertNotEqual(fresh, text)
+    self.assertIn(tables.render("max_pool"), fresh)
+    self.assertTrue(fresh.startswith("before\n") and fresh.endswith("after\n"))
+    self.assertEqual(tables.refresh(fresh), fresh)
+
+
+class BenchmarksTest(absltest.TestCase):
+
+  def test_each_runs_as_a_module_and_answers_help(self):
+    # In parallel: each is a fresh interpreter importing JAX.
+    runs = {name: subprocess.Popen([sys.executable, "-m", f"benchmarks.{name}", "--help"],
+                                   cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                   text=True) for name in BENCHMARKS}
+    for name, process in runs.items():
+      output, _ = process.communicate(timeout=300)
+      # absl prints the usage and exits 1 on --help.
+      self.assertIn(process.returncode, (0, 1), f"{name}: {output[-2000:]}")
+      self.assertNotIn("Traceback", output, name)
+      self.assertIn(f"python -m benchmarks.{name}", output, name)  # its docstring's usage.
+      self.assertIn("--", output.split(f"python -m benchmarks.{name}")[-1], name)  # its flags.
+
+  def test_nothing_patches_the_import_path(self):
+    needle = "sys." + "path"  # spelled apart, so that this file does not match itself.
+    for folder in ("benchmarks", "tests", "hybrid_parallel", "input_pipeline", "configs"):
+      for directory, _, files in os.walk(os.path.join(ROOT, folder)):
+        for name in files:
+          if name.endswith(".py"):
+            with open(os.path.join(directory, name)) as f:
+              self.assertNotIn(needle, f.read(), os.path.join(directory, name))
+
+
+if __name__ == "__main__":
+  absltest.main()
