@@ -1,0 +1,452 @@
+r"""Everything the project measures on an accelerator, in one process, as one JSON report.
+
+  python -m benchmarks.accelerator                   # on a GPU machine: the whole report
+  python -m benchmarks.accelerator --dry_run         # anywhere: tiny sizes, every code path
+
+Writes accelerator.json and accelerator.md (the report's tables) to --out, printing the tables as
+it goes. Sections, in order of importance; each records its seconds and, if it fails, the error
+(the others still run), and one that would start past --budget_s is skipped and says so:
+
+  environment     JAX / jaxlib / backend versions, the device, its stated peaks.
+  single_device   the real train step (experiment.build, as train.py) of `alexnet` and
+                  `alexnet_owt` at 224², 1000 classes, synthetic data, float32 and bfloat16,
+                  batch 128 / 256 / 512: images/s from the median step, compile seconds, the
+                  program's memory (XLA's memory analysis) and the device's peak so far, MFU.
+  pytorch         torchvision's AlexNet (= alexnet_owt) in PyTorch on the same device, in a
+                  worker process: eager float32, eager channels_last, bfloat16 autocast +
+                  channels_last, and the same under torch.compile; the same batches and
+                  optimiser (SGD, momentum 0.9, weight decay 5e-4). Ours ÷ the best variant.
+  profile         a jax.profiler trace of bfloat16 alexnet_owt at batch 512: the top operations
+                  by device time (analysis/trace_stats.py).
+  tuning          the same step changed one thing at a time, each against the baseline in the
+                  same run: the other max-pool implementation (layers.MAX_POOLS), no dropout
+                  (what the per-example dropout RNG costs), and per-platform compiler options.
+  mock_multi_gpu  8-GPU programs on this one GPU (JAX's mocked GPU topology, below): data 8×1,
+                  hybrid 2×2 and 4×2, owt 2×4 and 1×8 at paper sizes in bfloat16, each in its
+                  own process: step time as one device sees it, bytes per device, and whether
+                  the gradient all-reduces overlap compute (analysis/hlo_stats.async_collectives).
+  trainer         `python main.py` with configs/owt8.py's settings on synthetic 224² data in
+                  bfloat16 for 300 steps (on the devices there are: one GPU runs owt on 1×1).
+  notebook        notebooks/colab.ipynb executed (needs nbclient and ipykernel).
+
+FLOPs and MFU: the model's FLOPs (analysis/costmodel.py: 1 multiply-add = 2 FLOPs, training =
+3 × forward; 4.29 GFLOP per image for alexnet_owt at 224²) × images/s ÷ the stated dense peak
+of the compute dtype (benchmarks/step_timing.py: H100/H200 989 TFLOP/s bfloat16; float32 at the
+495 TFLOP/s TF32 peak, since XLA's default precision runs float32 convolutions and matmuls in
+TF32 on these GPUs).
+
+The mocked topology (`JAX_MOCK_GPU_TOPOLOGY=1x8x1`: 8 hosts of one GPU, of which this process
+is host 0, since a process can mock only as many GPUs per host as it has): the program is
+compiled for 8 devices and this GPU runs device 0's share of the compute; every collective is
+replaced by a sleep that NCCL's cost model predicts for 8 single-GPU hosts (network links, not
+NVLink). So the step time is one device's compute plus modelled communication, where the
+schedule does not hide it — timings, not numerics; nothing is exchanged and the results are
+garbage. On a CPU (--dry_run) the same programs run on simulated CPU devices instead.
+
+A machine without this project's dependencies (ml_collections, tensorboardX; nbclient and
+ipykernel for the notebook) needs them first: `pip download` their wheels elsewhere and
+`pip install --no-index` them there.
+"""
+
+import dataclasses
+import functools
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+
+from absl import app, flags
+
+from benchmarks import step_timing, tables, torch_alexnet
+
+# JAX would take 75% of the GPU's memory at its first use, leaving the PyTorch worker too little;
+# with this it takes what it uses (and the device's peak figure means something).
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SECTIONS = ("environment", "single_device", "pytorch", "profile", "tuning", "mock_multi_gpu",
+            "trainer", "notebook")
+
+_DRY_RUN = flags.DEFINE_bool("dry_run", False, "Tiny sizes and few steps: checks that every "
+                             "section runs, on any machine (the test suite runs it on the CPU).")
+_OUT = flags.DEFINE_string("out", os.path.join(ROOT, "runs", "accelerator"),
+                           "Where accelerator.json and accelerator.md go.")
+_SECTIONS = flags.DEFINE_list("sections", list(SECTIONS), "Sections to run, of " +
+                              ", ".join(SECTIONS) + ".")
+_BUDGET = flags.DEFINE_float("budget_s", 480.0, "Skip a section that would start later than "
+                             "this many seconds after the start.")
+_WORKER = flags.DEFINE_string("worker", None, "Internal: run one part in this process "
+                              "(pytorch, or mock:<name>) and print its JSON.")
+
+
+@dataclasses.dataclass(frozen=True)
+class Sizes:
+  """What one run measures: the paper's sizes, or tiny ones for --dry_run."""
+  image_size: int
+  classes: int
+  models: tuple[str, ...]
+  dtypes: tuple[str, ...]
+  batches: tuple[int, ...]
+  steps: int  # timed steps per measurement (the median is reported)
+  warmup: int  # untimed steps after the compile
+  mock_runs: dict  # name -> (model, parallelism, data, model ways, global batch)
+  trainer_args: tuple[str, ...]
+
+  @property
+  def goal(self) -> tuple[str, str, int]:
+    """The configuration the issue's goals are stated for: bfloat16 alexnet_owt at batch 512."""
+    return self.models[-1], "bfloat16", self.batches[-1]
+
+
+PAPER = Sizes(
+    image_size=224, classes=1000, models=("alexnet", "alexnet_owt"),
+    dtypes=("float32", "bfloat16"), batches=(128, 256, 512), steps=20, warmup=3,
+    mock_runs={"data8": ("alexnet_owt", "data", 8, 1, 1024),
+               "hybrid4": ("alexnet", "hybrid", 2, 2, 256),
+               "hybrid8": ("alexnet", "hybrid", 4, 2, 512),
+               "owt8": ("alexnet_owt", "owt", 2, 4, 1024),
+               "owt1x8": ("alexnet_owt", "owt", 1, 8, 1024)},
+    trainer_args=("--config.mesh.data=1", "--config.mesh.model=1",
+                  "--config.global_batch_size=256", "--config.image_size=224",
+                  "--config.synthetic_examples=2048", "--config.num_train_steps=300",
+                  "--config.log_every_steps=50", "--config.eval_every_steps=300",
+                  "--config.checkpoint_every_steps=150"))
+DRY = Sizes(
+    image_size=64, classes=10, models=("alexnet_owt_tiny",), dtypes=("bfloat16",),
+    batches=(8,), steps=2, warmup=1,
+    mock_runs={"hybrid4": ("alexnet_tiny", "hybrid", 2, 2, 16)},
+    trainer_args=("--config.model=alexnet_owt_tiny", "--config.global_batch_size=16",
+                  "--config.image_size=64", "--config.synthetic_examples=64",
+                  "--config.num_train_steps=4", "--config.log_every_steps=2",
+                  "--config.eval_every_steps=4", "--config.checkpoint_every_steps=2"))
+
+# Compiler options to try against XLA's defaults on each platform (tuning); each is one
+# hypothesis about what the profile may show.
+OPTION_VARIANTS = {
+    "gpu": {"no triton gemm (cuBLAS for the FC layers)": {"xla_gpu_enable_triton_gemm": False},
+            "no autotuning (compile time vs speed)": {"xla_gpu_autotune_level": 0}},
+    "cpu": {"LLVM optimisation level 1": {"xla_backend_optimization_level": 1}},
+}
+
+
+def _config(model: str, dtype: str, batch: int, sizes: Sizes, **overrides):
+  from configs import default
+  config = default.for_scheme("single", 1, 1, global_batch_size=batch)
+  config.update(model=model, dtype=dtype, image_size=sizes.image_size, **overrides)
+  return config
+
+
+@functools.cache
+def _cpu_flops() -> float:
+  return step_timing.cpu_gemm_flops()
+
+
+def _median(times) -> float:
+  import numpy as np
+  return float(np.median(times))
+
+
+def measure_step(config, sizes: Sizes, *, compiler_options=None) -> dict:
+  """Compiles and times one config's train step on synthetic data."""
+  from hybrid_parallel import models
+  from hybrid_parallel.analysis import costmodel
+  step, compile_s, compiled, plan, devices = step_timing.compile_step(
+      config, sizes.classes, compiler_options=compiler_options)
+  step_timing.time_steps(step, sizes.warmup)
+  seconds = _median(step_timing.time_steps(step, sizes.steps))
+  batch = config.global_batch_size
+  flops = costmodel.training_flops_per_image(models.ARCHITECTURES[config.model],
+                                             config.image_size, sizes.classes)
+  peak, peak_source = step_timing.peak(devices, config.dtype,
+                                       _cpu_flops() if devices[0].platform == "cpu" else None)
+  memory = compiled.memory_analysis()
+  stats = devices[0].memory_stats() or {}
+  return {"model": config.model, "dtype": config.dtype, "batch": batch,
+          "images_per_sec": round(batch / seconds, 1), "step_ms": round(1e3 * seconds, 2),
+          "compile_s": round(compile_s, 1),
+          "program_gib": round((memory.temp_size_in_bytes + memory.argument_size_in_bytes +
+                                memory.output_size_in_bytes - memory.alias_size_in_bytes)
+                               / 2**30, 3) if memory else None,
+          "device_peak_gib": (round(stats["peak_bytes_in_use"] / 2**30, 3)
+                              if "peak_bytes_in_use" in stats else None),
+          "mfu": round(flops * batch / seconds / peak, 4) if peak else None,
+          "peak_flops": peak, "peak_source": peak_source, "flops_per_image": flops}
+
+
+def environment() -> dict:
+  import jax
+  import jaxlib
+  device = jax.devices()[0]
+  info = {"date": time.strftime("%Y-%m-%d"), "python": platform.python_version(),
+          "jax": jax.__version__, "jaxlib": jaxlib.__version__, "backend": jax.default_backend(),
+          "platform_version": getattr(device.client, "platform_version", None),
+          "device_kind": device.device_kind, "device_count": jax.device_count(),
+          "peaks": {dtype: step_timing.peak([device], dtype, None)[1]
+                    for dtype in ("float32", "bfloat16")}}
+  try:
+    import torch
+    info["torch"] = torch.__version__
+  except ImportError:
+    info["torch"] = None
+  return info
+
+
+def single_device(sizes: Sizes) -> list[dict]:
+  rows = []
+  for model in sizes.models:
+    for dtype in sizes.dtypes:
+      for batch in sizes.batches:
+        rows.append(measure_step(_config(model, dtype, batch, sizes), sizes))
+        print(json.dumps(rows[-1]), flush=True)
+  return rows
+
+
+def pytorch_worker(sizes: Sizes) -> list[dict]:
+  """Runs in its own process (`--worker=pytorch`): every variant at every batch."""
+  import torch
+  device = "cuda" if torch.cuda.is_available() else "cpu"
+  # Match XLA's default precision on NVIDIA GPUs: float32 convolutions and matmuls in TF32.
+  torch.backends.cuda.matmul.allow_tf32 = True
+  torch.backends.cudnn.allow_tf32 = True
+  torch.backends.cudnn.benchmark = True
+  variants = {"eager float32": {}, "eager float32 channels_last": dict(channels_last=True),
+              "eager bfloat16 autocast channels_last": dict(bfloat16=True, channels_last=True),
+              "compiled float32 channels_last": dict(channels_last=True, compiled=True),
+              "compiled bfloat16 autocast channels_last": dict(bfloat16=True,
+                                                               channels_last=True,
+                                                               compiled=True)}
+  rows = []
+  for batch in sizes.batches:
+    for name, options in variants.items():
+      start = time.perf_counter()
+      step = torch_alexnet.make_step(batch, sizes.image_size, sizes.classes, device=device,
+                                     **options)
+      step_timing.time_steps(step, 1 + sizes.warmup)  # the first compiles (torch.compile).
+      setup_s = time.perf_counter() - start
+      seconds = _median(step_timing.time_steps(step, sizes.steps))
+      rows.append({"variant": name, "batch": batch, "images_per_sec": round(batch / seconds, 1),
+                   "step_ms": round(1e3 * seconds, 2), "setup_s": round(setup_s, 1),
+                   "device": device, "torch": torch.__version__})
+      print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+      del step
+      if device == "cuda":
+        torch.cuda.empty_cache()
+  return rows
+
+
+def pytorch(sizes: Sizes, ours: list[dict]) -> dict:
+  try:
+    import torch  # noqa: F401  (only to say so when it is missing)
+  except ImportError:
+    return {"skipped": "PyTorch is not installed (it is not a dependency of the project)."}
+  rows = _worker("pytorch")
+  comparison = []
+  for batch in sizes.batches:
+    best = max((r for r in rows if r["batch"] == batch), key=lambda r: r["images_per_sec"])
+    for r in ours:
+      if r["model"] == sizes.goal[0] and r["batch"] == batch:
+        comparison.append({"batch": batch, "dtype": r["dtype"],
+                           "ours_images_per_sec": r["images_per_sec"],
+                           "best_torch_variant": best["variant"],
+                           "best_torch_images_per_sec": best["images_per_sec"],
+                           "ratio": round(r["images_per_sec"] / best["images_per_sec"], 3)})
+  return {"variants": rows, "comparison": comparison}
+
+
+def profile(sizes: Sizes) -> dict:
+  import jax
+  from hybrid_parallel.analysis import trace_stats
+  model, dtype, batch = sizes.goal
+  step, *_ = step_timing.compile_step(_config(model, dtype, batch, sizes), sizes.classes)
+  step_timing.time_steps(step, sizes.warmup)
+  steps = max(2, sizes.steps // 5)
+  with tempfile.TemporaryDirectory() as directory:
+    jax.profiler.start_trace(directory)
+    step_timing.time_steps(step, steps)
+    jax.profiler.stop_trace()
+    ops = trace_stats.top_ops(directory, steps=steps)
+  return {"model": model, "dtype": dtype, "batch": batch, "steps": steps, "top_ops": ops}
+
+
+def tuning(sizes: Sizes) -> list[dict]:
+  import jax
+  from hybrid_parallel import layers
+  model, dtype, batch = sizes.goal
+  platform_name = jax.devices()[0].platform
+  default_pool = layers.MAX_POOL_BY_PLATFORM.get(platform_name, "argmax")
+  other_pool = next(p for p in layers.MAX_POOLS if p != default_pool)
+  variants = {f"baseline (max_pool {default_pool})": ({}, None),
+              f"max_pool {other_pool}": (dict(max_pool=other_pool), None),
+              "no dropout": (dict(dropout_rate=0.0), None)}
+  for name, options in OPTION_VARIANTS.get(platform_name, {}).items():
+    variants[name] = ({}, options)
+  if sizes is DRY:  # one variant of each kind: the code paths, not the figures.
+    variants = dict(list(variants.items())[:2] + list(variants.items())[3:4])
+  rows = []
+  for name, (overrides, options) in variants.items():
+    row = measure_step(_config(model, dtype, batch, sizes, **overrides), sizes,
+                       compiler_options=options)
+    rows.append({"variant": name, **row,
+                 "vs_baseline": round(row["images_per_sec"] / rows[0]["images_per_sec"], 3)
+                 if rows else 1.0})
+    print(json.dumps(rows[-1]), flush=True)
+  return rows
+
+
+def mock_worker(name: str, sizes: Sizes) -> dict:
+  """Runs in its own process (`--worker=mock:NAME`) whose environment holds the mocked
+  topology (or, dry, the simulated CPU devices)."""
+  import jax
+  from hybrid_parallel.analysis import hlo_stats
+  model, scheme, data, model_ways, batch = sizes.mock_runs[name]
+  config = _config(model, "bfloat16", batch, sizes, parallelism=scheme)
+  config.mesh.data, config.mesh.model = data, model_ways
+  step, compile_s, compiled, _, devices = step_timing.compile_step(config, sizes.classes)
+  step_timing.time_steps(step, sizes.warmup)
+  seconds = _median(step_timing.time_steps(step, sizes.steps))
+  hlo = compiled.as_text()
+  pending = hlo_stats.async_collectives(hlo)
+  all_reduces = [c for c in pending if c.kind == "all-reduce"]
+  return {"name": name, "model": model, "scheme": scheme, "mesh": [data, model_ways],
+          "global_batch": batch, "devices": len(devices), "platform": devices[0].platform,
+          "process_count": jax.process_count(), "step_ms": round(1e3 * seconds, 2),
+          "compile_s": round(compile_s, 1),
+          "bytes_per_device": sum(s.bytes_per_device for s in
+                                  hlo_stats.collective_stats(hlo, len(devices)).values()),
+          "async_all_reduces": len(all_reduces),
+          "all_reduces_with_compute_in_flight": sum(c.compute_ops_in_flight > 0
+                                                    for c in all_reduces),
+          "all_reduce_bytes_with_compute_in_flight": sum(c.bytes for c in all_reduces
+                                                         if c.compute_ops_in_flight > 0),
+          "all_reduce_bytes": sum(c.bytes for c in all_reduces)}
+
+
+def mock_multi_gpu(sizes: Sizes) -> list[dict]:
+  rows = []
+  for name, (_, _, data, model_ways, _) in sizes.mock_runs.items():
+    devices = data * model_ways
+    env = ({"JAX_NUM_CPU_DEVICES": str(devices)} if _DRY_RUN.value else
+           {"JAX_MOCK_GPU_TOPOLOGY": f"1x{devices}x1"})
+    try:
+      rows.append(_worker(f"mock:{name}", env=env))
+    except RuntimeError as e:  # one scheme's failure leaves the others' rows.
+      rows.append({"name": name, "error": str(e)[-1500:]})
+    print(json.dumps(rows[-1]), flush=True)
+  return rows
+
+
+def trainer(sizes: Sizes) -> dict:
+  with tempfile.TemporaryDirectory() as workdir:
+    start = time.perf_counter()
+    result = subprocess.run(
+        [sys.executable, "main.py", "--config=configs/owt8.py", "--config.dataset=synthetic",
+         "--config.dtype=bfloat16", *sizes.trainer_args, f"--workdir={workdir}"],
+        cwd=ROOT, capture_output=True, text=True, timeout=1800)
+    seconds = time.perf_counter() - start
+    if result.returncode != 0:
+      raise RuntimeError(f"main.py exited {result.returncode}: {result.stderr[-1500:]}")
+    with open(os.path.join(workdir, "metrics.jsonl")) as f:
+      rows = [json.loads(line) for line in f]
+  train_rows = [r for r in rows if "train_loss" in r]
+  final = [r for r in rows if "eval_loss" in r][-1]
+  return {"steps": train_rows[-1]["step"], "wall_clock_s": round(seconds, 1),
+          "images_per_sec_median": round(_median([r["images_per_sec"] for r in train_rows[1:]]
+                                                 or [train_rows[-1]["images_per_sec"]]), 1),
+          "final_train_loss": round(train_rows[-1]["train_loss"], 4),
+          "eval_loss": round(final["eval_loss"], 4), "args": list(sizes.trainer_args)}
+
+
+def notebook(sizes: Sizes) -> dict:
+  try:
+    import nbclient
+    import nbformat
+  except ImportError as e:
+    return {"skipped": f"{e.name} is not installed (pip install nbclient ipykernel)."}
+  path = os.path.join(ROOT, "notebooks", "colab.ipynb")
+  book = nbformat.read(path, as_version=4)
+  steps = 20 if sizes is DRY else 300
+  env = {"NOTEBOOK_STEPS": str(steps), "NOTEBOOK_CONFIG": "single"}
+  old = {k: os.environ.get(k) for k in env}
+  os.environ.update(env)  # the kernel inherits this process's environment.
+  start = time.perf_counter()
+  try:
+    nbclient.NotebookClient(book, timeout=1200, kernel_name="python3",
+                            resources={"metadata": {"path": os.path.dirname(path)}}).execute()
+  finally:
+    for k, v in old.items():
+      if v is None:
+        os.environ.pop(k, None)
+      else:
+        os.environ[k] = v
+  train_cell = next(c for c in book.cells if "train" in c.metadata.get("tags", []))
+  printed = "".join(o.get("text", "") for o in train_cell.outputs if o.output_type == "stream")
+  return {"seconds": round(time.perf_counter() - start, 1),
+          "final": json.loads(printed.strip().splitlines()[-1])}
+
+
+def _worker(part: str, env: dict | None = None):
+  """Runs `--worker=part` in a fresh process and returns the JSON it printed last."""
+  command = [sys.executable, "-m", "benchmarks.accelerator", f"--worker={part}"]
+  if _DRY_RUN.value:
+    command.append("--dry_run")
+  result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=1800,
+                          env={**os.environ, **(env or {})})
+  if result.returncode != 0:
+    raise RuntimeError(f"worker {part} exited {result.returncode}: {result.stderr[-1500:]}")
+  return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def main(argv):
+  del argv
+  sizes = DRY if _DRY_RUN.value else PAPER
+  if _WORKER.value:
+    if _WORKER.value == "pytorch":
+      print(json.dumps(pytorch_worker(sizes)))
+    else:
+      print(json.dumps(mock_worker(_WORKER.value.split(":", 1)[1], sizes)))
+    return
+  unknown = set(_SECTIONS.value) - set(SECTIONS)
+  if unknown:
+    raise app.UsageError(f"unknown sections {', '.join(sorted(unknown))}; choose from "
+                         f"{', '.join(SECTIONS)}.")
+  os.makedirs(_OUT.value, exist_ok=True)
+  report = {"dry_run": _DRY_RUN.value, "sections": {}}
+  start = time.perf_counter()
+  run = {"environment": environment, "single_device": lambda: single_device(sizes),
+         "pytorch": lambda: pytorch(sizes, report["sections"].get("single_device", {})
+                                    .get("result", [])),
+         "profile": lambda: profile(sizes), "tuning": lambda: tuning(sizes),
+         "mock_multi_gpu": lambda: mock_multi_gpu(sizes), "trainer": lambda: trainer(sizes),
+         "notebook": lambda: notebook(sizes)}
+  for name in SECTIONS:
+    if name not in _SECTIONS.value:
+      continue
+    elapsed = time.perf_counter() - start
+    if elapsed > _BUDGET.value:
+      report["sections"][name] = {"skipped": f"the budget of {_BUDGET.value:.0f} s was spent "
+                                             f"({elapsed:.0f} s)"}
+      continue
+    print(f"== {name} ({elapsed:.0f} s in)", file=sys.stderr, flush=True)
+    section_start = time.perf_counter()
+    try:
+      report["sections"][name] = {"result": run[name]()}
+    except Exception:  # noqa: BLE001 — one broken section must not cost the others' figures.
+      report["sections"][name] = {"error": traceback.format_exc()[-3000:]}
+    report["sections"][name]["seconds"] = round(time.perf_counter() - section_start, 1)
+    with open(os.path.join(_OUT.value, "accelerator.json"), "w") as f:
+      json.dump(report, f, indent=1)  # after every section: a timeout keeps what was measured.
+  report["seconds"] = round(time.perf_counter() - start, 1)
+  with open(os.path.join(_OUT.value, "accelerator.json"), "w") as f:
+    json.dump(report, f, indent=1)
+  markdown = tables.accelerator_report(report)
+  with open(os.path.join(_OUT.value, "accelerator.md"), "w") as f:
+    f.write(markdown)
+  print(markdown)
+
+
+if __name__ == "__main__":
+  app.run(main)

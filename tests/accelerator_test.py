@@ -1,0 +1,83 @@
+"""benchmarks/accelerator.py's dry run on the CPU: every section runs and reports, so that the
+one command meant for a freshly lent GPU does not rot between GPUs."""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+from absl.testing import absltest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# The trainer and the notebook run main.py and the notebook, which main_test and notebook_test
+# run already.
+SECTIONS = ("environment", "single_device", "pytorch", "profile", "tuning", "mock_multi_gpu")
+
+
+class DryRunTest(absltest.TestCase):
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.out = tempfile.mkdtemp()
+    result = subprocess.run(
+        [sys.executable, "-m", "benchmarks.accelerator", "--dry_run", f"--out={cls.out}",
+         f"--sections={','.join(SECTIONS)}"], cwd=ROOT, capture_output=True, text=True,
+        timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    with open(os.path.join(cls.out, "accelerator.json")) as f:
+      cls.report = json.load(f)
+
+  def section(self, name):
+    section = self.report["sections"][name]
+    self.assertNotIn("error", section, section.get("error"))
+    return section.get("result")
+
+  def test_every_section_ran_without_error(self):
+    self.assertEqual(list(self.report["sections"]), list(SECTIONS))
+    for name in SECTIONS:
+      self.section(name)
+
+  def test_the_step_is_measured(self):
+    (row,) = self.section("single_device")
+    self.assertEqual((row["model"], row["dtype"], row["batch"]),
+                     ("alexnet_owt_tiny", "bfloat16", 8))
+    self.assertAlmostEqual(row["images_per_sec"], 8 / (row["step_ms"] / 1e3), delta=1.0)
+    self.assertGreater(row["program_gib"], 0)
+    self.assertBetween(row["mfu"], 0.0, 1.0)
+
+  def test_profile_and_tuning(self):
+    ops = self.section("profile")["top_ops"]
+    self.assertNotEmpty(ops)
+    self.assertLessEqual(sum(op["share"] for op in ops), 1.0 + 1e-6)
+    tuning = self.section("tuning")
+    self.assertEqual(tuning[0]["vs_baseline"], 1.0)
+    self.assertEqual([r["variant"] for r in tuning[1:]],
+                     ["max_pool reduce_window", "LLVM optimisation level 1"])
+
+  def test_multi_device_programs_run_in_their_own_processes(self):
+    (row,) = self.section("mock_multi_gpu")
+    self.assertEqual((row["scheme"], row["mesh"], row["devices"]), ("hybrid", [2, 2], 4))
+    self.assertGreater(row["bytes_per_device"], 0)
+    self.assertEqual(row["async_all_reduces"], 0)  # XLA:CPU's collectives are synchronous.
+
+  def test_pytorch_is_compared_or_its_absence_said(self):
+    result = self.section("pytorch")
+    try:
+      import torch  # noqa: F401
+    except ImportError:
+      self.assertIn("PyTorch is not installed", result["skipped"])
+    else:
+      self.assertNotEmpty(result["comparison"])
+
+  def test_the_report_renders_every_section(self):
+    with open(os.path.join(self.out, "accelerator.md")) as f:
+      report = f.read()
+    for name in SECTIONS:
+      self.assertIn(f"## {name} (", report)
+    self.assertIn("| alexnet_owt_tiny | bfloat16 | 8 |", report)
+
+
+if __name__ == "__main__":
+  absltest.main()
