@@ -65,6 +65,11 @@ def create(model: models.AlexNet, tx, plan: partitioning.Plan, mesh, image_shape
            abstract: bool = False):
   """Initialises the full-size model with `seed` and places the state with the plan's shardings.
 
+  The initial state is computed by one program of the whole network on one device and then laid
+  out on the mesh: that program is the same for every mesh and scheme, so it compiles once per
+  model and optimiser (XLA:CPU takes seconds for the random initialisers) and every later mesh
+  reads it from the compilation cache; and every scheme starts from exactly the same values.
+
   Args:
     abstract: return shape/dtype/sharding structs instead of arrays (to compile, not to run).
 
@@ -72,7 +77,17 @@ def create(model: models.AlexNet, tx, plan: partitioning.Plan, mesh, image_shape
     (state, specs): the sharded TrainState and its PartitionSpecs.
   """
   init = lambda: create_unsharded(model, tx, image_shape, seed=seed)
-  specs = state_specs(jax.eval_shape(init), plan, tx, model.arch.fc_names()[-1])
-  init = compiler_options.jit_initializer(init, mesh,
-                                          out_shardings=mesh_lib.shardings(mesh, specs))
-  return (jax.eval_shape(init) if abstract else init()), specs
+  shapes = jax.eval_shape(init)
+  specs = state_specs(shapes, plan, tx, model.arch.fc_names()[-1])
+  shardings = mesh_lib.shardings(mesh, specs)
+  if abstract:
+    return jax.tree.map(lambda x, sharding: jax.ShapeDtypeStruct(x.shape, x.dtype,
+                                                                 sharding=sharding),
+                        shapes, shardings), specs
+  # On this process's first device of the mesh, to the host, then each process fills its own
+  # devices' shards (so it also works when the mesh spans processes).
+  device = next(d for d in mesh.devices.flat if d.process_index == jax.process_index())
+  whole = jax.device_get(compiler_options.jit_initializer(
+      init, mesh, out_shardings=jax.sharding.SingleDeviceSharding(device))())
+  place = lambda x, sharding: jax.make_array_from_callback(x.shape, sharding, lambda i: x[i])
+  return jax.tree.map(place, whole, shardings), specs
