@@ -6,7 +6,7 @@ import numpy as np
 import optax
 from absl.testing import absltest
 
-from hybrid_parallel import models, train_state
+from hybrid_parallel import models
 from hybrid_parallel.errors import UserError
 from hybrid_parallel.local_sgd import asgd
 from tests import testing
@@ -76,10 +76,13 @@ class AsgdTest(absltest.TestCase):
 
     net = models.build("alexnet_tiny", 10, image_size=64, dropout_rate=0.0)
     tx = run.tx
-    start = train_state.create_unsharded(net, tx, (1, 64, 64, 3), seed=0)
+    start = testing.initial_state(net, tx, seed=0)
+    # The server's bookkeeping in numpy (elementwise float32, as XLA's): op by op in JAX, each
+    # leaf's shape would compile its own add.
+    start = jax.tree.map(np.asarray, start)
     params = [start.params] * replicas
     opt_states = [start.opt_state] * replicas
-    pending = [jax.tree.map(jnp.zeros_like, start.params)] * replicas
+    pending = [jax.tree.map(np.zeros_like, start.params)] * replicas
     server_params = start.params
     offsets = [(i * n_sync) // replicas for i in range(replicas)]
 
@@ -101,8 +104,8 @@ class AsgdTest(absltest.TestCase):
                                                            images[rows], labels[rows])
       syncing = [(t + offsets[i]) % n_sync == 0 for i in range(replicas)]
       for i in filter(syncing.__getitem__, range(replicas)):
-        server_params = jax.tree.map(jnp.add, server_params, pending[i])
-        pending[i] = jax.tree.map(jnp.zeros_like, pending[i])
+        server_params = jax.tree.map(np.add, server_params, jax.device_get(pending[i]))
+        pending[i] = jax.tree.map(np.zeros_like, start.params)
       params = [server_params if syncing[i] else params[i] for i in range(replicas)]
     assert_trees_close(server(state), jax.tree.map(np.asarray, server_params))
 

@@ -1,6 +1,7 @@
 """The Krizhevsky networks: published sizes, column structure, LRN, dropout, layout errors."""
 
 import dataclasses
+import functools
 
 import jax
 import jax.numpy as jnp
@@ -77,10 +78,11 @@ class ModelsTest(parameterized.TestCase):
     results = []
     for implementation in layers.MAX_POOLS:
       net = models.build("alexnet_owt_tiny", 10, image_size=64, max_pool=implementation)
-      params = net.init(jax.random.key(0), x[:1], example_ids_B=ids[:1])["params"]
+      # Jitted: op by op, every one of the network's operations would compile on its own.
+      params = jax.jit(net.init)(jax.random.key(0), x[:1], example_ids_B=ids[:1])["params"]
       loss = lambda p, net=net: jnp.sum(net.apply({"params": p}, x, example_ids_B=ids,
                                                   dropout_key=key) ** 2)
-      results.append(jax.value_and_grad(loss)(params))
+      results.append(jax.jit(jax.value_and_grad(loss))(params))
     (loss_a, grads_a), (loss_b, grads_b) = results
     np.testing.assert_allclose(loss_a, loss_b, rtol=1e-6)
     jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7), grads_a,
@@ -126,8 +128,9 @@ class ModelsTest(parameterized.TestCase):
     images = jnp.asarray(np.random.RandomState(0).randn(8, 64, 64, 3), jnp.float32)
     ids, key = jnp.arange(8), jax.random.key(1)
     whole = models.build("alexnet_bn_tiny", 10, image_size=64, dropout_rate=0.0)
-    variables = whole.init(jax.random.key(0), images[:1], example_ids_B=ids[:1])
+    variables = jax.jit(whole.init)(jax.random.key(0), images[:1], example_ids_B=ids[:1])
 
+    @functools.partial(jax.jit, static_argnums=0)  # op by op, each operation compiles alone.
     def train_mode(net, x, ids):  # dropout_key given: train mode, batch statistics.
       return net.apply(variables, x, example_ids_B=ids, dropout_key=key, mutable=["batch_stats"])
 

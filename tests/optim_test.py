@@ -107,7 +107,8 @@ def _grads(steps):
 
 
 def _first_update(tx, grads, params):
-  return tx.update(grads, tx.init(params), params)[0]
+  """The first update of `tx`, compiled as one program (op by op, every operation compiles)."""
+  return jax.jit(lambda g, p: tx.update(g, tx.init(p), p)[0])(grads, params)
 
 
 def _run(tx, grads, params=None):
@@ -175,16 +176,16 @@ class GroupMultiplierTest(absltest.TestCase):
 
   def test_conv_and_fc_rates_reach_exactly_their_layers(self):
     net = models.build("alexnet_bn_tiny", 10, image_size=64)
-    params = net.init(jax.random.PRNGKey(0), jnp.zeros((1, 64, 64, 3)),
-                      example_ids_B=jnp.zeros(1, jnp.int32))["params"]
-    grads = jax.tree.map(jnp.ones_like, params)
+    params = jax.jit(net.init)(jax.random.PRNGKey(0), jnp.zeros((1, 64, 64, 3)),  # op by op:
+                               example_ids_B=jnp.zeros(1, jnp.int32))["params"]  # a compile each.
+    grads = jax.tree.map(np.ones_like, params)  # numpy: one compile per shape otherwise.
     plain = dict(weight_decay=0.0, momentum=0.0)
     scaled = dict(weight_decay=0.0, momentum=0.0, lr_multipliers={"conv": 8.0, "fc": 1.0})
     base, got = (_first_update(optim.make_optimizer(lambda _: 0.01, **settings), grads, params)
                  for settings in (plain, scaled))
     factors = {}
     for (path, b), g in zip(jax.tree_util.tree_leaves_with_path(base), jax.tree.leaves(got)):
-      factor = float(np.unique(np.asarray(g / b)).item())
+      factor = float(np.unique(np.asarray(g) / np.asarray(b)).item())
       factors[path[0].key] = factors.get(path[0].key, set()) | {round(factor, 5)}
     self.assertEqual(factors, {"conv1": {8.0}, "conv1_bn": {8.0}, "conv2": {8.0},
                                "conv2_bn": {8.0}, "conv3": {8.0}, "conv3_bn": {8.0},

@@ -103,7 +103,8 @@ class EquivalenceTest(parameterized.TestCase):
     labels, weights = BATCHES[0][1], np.ones(GLOBAL_BATCH, np.float32)
     single = testing.build("alexnet_owt_tiny", "single", 1, 1, CONFIG, GLOBAL_BATCH)
     variables = single.scheme.eval_variables(single.scheme.state)
-    probs = np.mean([jax.nn.softmax(single.model.apply(
+    apply = jax.jit(single.model.apply)  # op by op, each operation would compile on its own.
+    probs = np.mean([jax.nn.softmax(apply(
         variables, images[:, k], example_ids_B=common.example_ids(single.plan, GLOBAL_BATCH)))
         for k in range(crops)], axis=0)
     top1 = np.argmax(probs, -1) == labels
