@@ -86,29 +86,35 @@ class ChanceWatch:
   """Says once when the training loss sits at chance level after warmup: a run that diverged
   without a NaN (the loss of a uniform guess is ln C for C classes).
 
-  `observe(step, loss, learning_rate)` after every logged training row; after `rows` rows in a
-  row past `warmup_steps` within `tolerance` of ln C, it logs one warning naming the step and the
-  learning rate, and returns True (that once).
+  `observe(step, loss, learning_rate)` after every logged training row. A loss within
+  `tolerance` of ln C for `rows` rows in a row past `warmup_steps`, after it had been away from
+  ln C (learning, or blowing up), is a run that came back to chance; one that has never left ln C
+  is only said after `rows_from_start` rows past warmup, since a network at a low rate can take
+  a few epochs to leave it (AlexNet on digits at the base rate does). It logs one warning naming
+  the step and the learning rate, and returns True (that once).
   """
 
   def __init__(self, num_classes: int, warmup_steps: int, *, rows: int = 3,
-               tolerance: float = 0.02):
+               rows_from_start: int = 10, tolerance: float = 0.02):
     self.chance = float(np.log(num_classes))
     self.warmup_steps, self.rows, self.tolerance = warmup_steps, rows, tolerance
-    self._streak, self._said = 0, False
+    self.rows_from_start = rows_from_start
+    self._streak, self._left_chance, self._said = 0, False, False
 
   def observe(self, step: int, loss: float, learning_rate: float) -> bool:
-    if self._said or step <= self.warmup_steps:
-      return False
     at_chance = abs(loss - self.chance) <= self.tolerance * self.chance
+    if self._said or step <= self.warmup_steps:
+      self._left_chance |= not at_chance
+      return False
     self._streak = self._streak + 1 if at_chance else 0
-    if self._streak < self.rows:
+    self._left_chance |= not at_chance
+    if self._streak < (self.rows if self._left_chance else self.rows_from_start):
       return False
     self._said = True
     logging.warning("the training loss is %.4f at step %d, chance level (ln %d = %.4f) for %d "
                     "logged rows after warmup, at learning rate %.4g: the run has probably "
                     "diverged (a lower rate, a longer warmup or LARS may help).", loss, step,
-                    round(np.exp(self.chance)), self.chance, self.rows, learning_rate)
+                    round(np.exp(self.chance)), self.chance, self._streak, learning_rate)
     return True
 
 

@@ -113,6 +113,14 @@ class ChanceWatchTest(absltest.TestCase):
     self.assertIn("at step 70, chance level (ln 10 = 2.3026) for 3 logged rows after warmup, at "
                   "learning rate 0.08", warnings[0])
 
+  def test_a_loss_that_never_left_chance_is_said_only_after_a_longer_wait(self):
+    watch = faults.ChanceWatch(10, warmup_steps=0, rows=3, rows_from_start=10)
+    chance = float(np.log(10))
+    with self.assertLogs(level="WARNING") as logs:
+      said = [watch.observe(step, chance, 0.01) for step in range(5, 55, 5)]  # 10 rows.
+    self.assertEqual(said, [False] * 9 + [True])
+    self.assertIn("at step 50, chance level (ln 10 = 2.3026) for 10 logged rows", logs.output[0])
+
 
 class CorruptCheckpointTest(absltest.TestCase):
   META = {"model": "m", "dataset": "d", "seed": 0, "global_batch_size": 8, "optimizer": "sgd",
