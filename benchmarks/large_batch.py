@@ -67,7 +67,7 @@ def cell_config(model: str, batch: int, rule: str, *, epochs: int, base_lr: floa
   if rule not in RULES:
     raise SystemExit(f"error: unknown rule {rule!r}; choose from {', '.join(RULES)}.")
   config = default.for_scheme("single", 1, 1, global_batch_size=batch)
-  config.update(model=model, image_size=64, num_epochs=float(epochs),
+  config.update(model=model, image_size=64, num_epochs=int(epochs),
                 reference_batch_size=REFERENCE_BATCH, base_learning_rate=base_lr,
                 lr_decay="cosine", lr_scaling="none" if rule == "none" else "linear",
                 eval_every_steps=10**9, checkpoint_every_steps=0, eval_batch_size=120)

@@ -151,8 +151,11 @@ def _top1(r) -> str:
 
 
 def large_batch(results) -> str:
-  """The sweep: final test top-1 by model and global batch (rows) and rule (columns)."""
+  """The sweep: final test top-1 by model and global batch (rows) and rule (columns); "" until a
+  cell of the sweep has run."""
   sweep = [r for r in results if r.get("part") == "sweep"]
+  if not sweep:
+    return ""
   rules = list(dict.fromkeys(r["rule"] for r in sweep))
   cells = {(r["model"], r["global_batch"], r["rule"]): r for r in sweep}
   rows = sorted({(r["model"], r["global_batch"], r["steps"]) for r in sweep},
@@ -166,8 +169,10 @@ def large_batch(results) -> str:
 
 
 def large_batch_grid(results) -> str:
-  """The tuning grid at 8× the reference batch."""
+  """The tuning grid at 8× the reference batch ("" until the grid has run)."""
   grid = [r for r in results if r.get("part") == "grid"]
+  if not grid:
+    return ""
   lines = ["| rule | warmup epochs | LARS η | LARS trust coefficient | peak LR | test top-1 | "
            "final training loss |", "|---|---|---|---|---|---|---|"]
   for r in grid:
@@ -200,6 +205,18 @@ def table1(rows) -> str:
   lines += [f"| {r['config']} | {r['mesh']} | {r['steps']} | {r['wall_clock_s']} s | "
             f"{r['train_images_per_sec_median']} | {_percent(r['eval_top1'])} | "
             f"{_percent(r['eval_top5'])} |" for r in rows]
+  return "\n".join(lines)
+
+
+def owt_variants(results) -> str:
+  """benchmarks/owt_variants.py: owt8 under (a) and (b) at equal epochs."""
+  lines = ["| run | overrides of its config | steps (= epochs) | test top-1 | top-5 | "
+           "wall-clock s |", "|---|---|---|---|---|---|"]
+  for r in results:
+    overrides = " ".join(o.removeprefix("--config.") for o in r["overrides"]) or "—"
+    lines.append(f"| {r['run']} | `{r['config']}` {overrides} | {r['steps']} | "
+                 f"{_percent(r['eval_top1'])} | {_percent(r['eval_top5'])} | "
+                 f"{r['wall_clock_s']} |")
   return "\n".join(lines)
 
 
@@ -348,6 +365,7 @@ SOURCES = {
     "large_batch_grid": (large_batch_grid, "large_batch.json"),
     "input_pipeline": (input_pipeline, "input_pipeline.json"),
     "table1": (table1, "table1.json"),
+    "owt_variants": (owt_variants, "owt_variants.json"),
     "pytorch_reference": (pytorch_reference,
                           ("pytorch_reference.json", "pytorch_reference_untuned.json")),
     "max_pool": (max_pool, "max_pool.json"),
@@ -360,14 +378,21 @@ def _load(path: str):
     return json.load(f)
 
 
+def load_if_present(path: str, default=()):
+  """The JSON at `path`, or `default` (a list) when there is none yet."""
+  return _load(path) if os.path.exists(path) else list(default)
+
+
 def _files(name: str) -> tuple[str, ...]:
   files = SOURCES[name][1]
   return files if isinstance(files, tuple) else (files,)
 
 
 def measured(name: str, docs: str = DOCS) -> bool:
-  """Whether the JSON table `name` is made from is in `docs`."""
-  return all(os.path.exists(os.path.join(docs, f)) for f in _files(name))
+  """Whether the JSON table `name` is made from is in `docs` and holds rows for it (one JSON can
+  feed several tables, e.g. the large-batch sweep and its tuning grid)."""
+  return (all(os.path.exists(os.path.join(docs, f)) for f in _files(name))
+          and bool(render(name, docs)))
 
 
 def render(name: str, docs: str = DOCS) -> str:

@@ -1,0 +1,49 @@
+"""Training runs of main.py from scratch, as a user starts them, for the benchmarks that train.
+
+run_config(NAME, WORKDIRS) runs `python main.py --config=configs/NAME.py` (plus `--config.`
+overrides) in its own process and returns its wall-clock and final metrics; metrics_rows reads a
+run's metrics.jsonl back.
+"""
+
+import importlib
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def run_config(name: str, workdirs: str, *, overrides: tuple[str, ...] = (),
+               run_name: str | None = None) -> dict:
+  """Trains configs/NAME.py (with `--config.` overrides) by main.py from scratch in
+  workdirs/RUN_NAME; its wall-clock and final metrics."""
+  workdir = os.path.join(workdirs, run_name or name)
+  shutil.rmtree(workdir, ignore_errors=True)  # a workdir with checkpoints would resume.
+  start = time.perf_counter()
+  result = subprocess.run([sys.executable, os.path.join(ROOT, "main.py"),
+                           f"--config={os.path.join(ROOT, 'configs', name + '.py')}",
+                           *overrides, f"--workdir={workdir}"],
+                          capture_output=True, text=True, cwd=ROOT)
+  seconds = time.perf_counter() - start
+  if result.returncode != 0:
+    raise SystemExit(f"error: {run_name or name} failed:\n{result.stderr[-3000:]}")
+  rows = metrics_rows(workdir)
+  last_eval = [r for r in rows if "eval_top1" in r][-1]
+  rates = [r["images_per_sec"] for r in rows if "images_per_sec" in r][1:]  # skip compile.
+  config = importlib.import_module(f"configs.{name}").get_config()
+  return {"config": name, "mesh": f"{config.mesh.data}×{config.mesh.model}",
+          "scheme": config.parallelism, "model": config.model,
+          "global_batch": config.global_batch_size, "wall_clock_s": round(seconds, 1),
+          "steps": last_eval["step"], "eval_top1": round(last_eval["eval_top1"], 4),
+          "eval_top5": round(last_eval["eval_top5"], 4),
+          "train_images_per_sec_median": round(statistics.median(rates), 1) if rates else None}
+
+
+def metrics_rows(workdir: str) -> list[dict]:
+  """The rows main.py wrote to workdir/metrics.jsonl."""
+  with open(os.path.join(workdir, "metrics.jsonl")) as f:
+    return [json.loads(line) for line in f]
