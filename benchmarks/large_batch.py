@@ -152,8 +152,12 @@ def write_outputs(results, out: str) -> None:
                            squeeze=False)
   for ax, model in zip(axes[0], models):
     for rule in RULES:
-      points = sorted((r["global_batch"], 100 * (r["eval_top1"] or 0.0)) for r in sweep
-                      if r["model"] == model and r["rule"] == rule)
+      best = {}  # per batch, the rule's best setting (as the README's table).
+      for r in sweep:
+        if r["model"] == model and r["rule"] == rule:
+          best[r["global_batch"]] = max(best.get(r["global_batch"], 0.0),
+                                        100 * (r["eval_top1"] or 0.0))
+      points = sorted(best.items())
       if points:
         ax.plot(*zip(*points), marker="o", label=rule)
     ax.set_xscale("log", base=2)
@@ -169,10 +173,14 @@ def write_outputs(results, out: str) -> None:
                            squeeze=False)
   for ax, model in zip(axes[0], models):
     for i, rule in enumerate(RULES):
-      for r in sweep:
-        if (r["model"], r["rule"], r["global_batch"]) == (model, rule, 8 * REFERENCE_BATCH):
-          epochs = [s / r["steps_per_epoch"] for s in r["loss_steps"]]
-          ax.plot(epochs, r["train_loss"], color=f"C{i}", label=rule)
+      runs = [r for r in sweep
+              if (r["model"], r["rule"], r["global_batch"]) == (model, rule, 8 * REFERENCE_BATCH)]
+      for j, r in enumerate(runs):  # a rule tried with several settings: one style each.
+        epochs = [s / r["steps_per_epoch"] for s in r["loss_steps"]]
+        label = rule if rule != "lars" else (f"lars η {r['lars_lr']}, trust {r['lars_trust']}, "
+                                             f"warmup {r['warmup_epochs']:g}")
+        ax.plot(epochs, r["train_loss"], color=f"C{i}", alpha=1.0 - 0.6 * j / max(len(runs), 2),
+                linestyle=("-", "--", ":", "-.")[j % 4], label=label)
     ax.set_xlabel("epoch")
     ax.set_title(f"{model}, batch {8 * REFERENCE_BATCH}")
     ax.set_yscale("log")
@@ -219,6 +227,8 @@ def main(argv):
     print(f"cell {i}/{len(todo)} done, {time.perf_counter() - start:.0f} s so far",
           file=sys.stderr, flush=True)
     write_outputs(results, _OUT.value)  # after every cell: a stopped sweep resumes from here.
+  if not todo and results:
+    write_outputs(results, _OUT.value)  # nothing left to run: the outputs drawn anew.
   print(tables.large_batch(results) + "\n\n" + tables.large_batch_grid(results))
   print(f"{len(todo)} cells in {time.perf_counter() - start:.0f} s", file=sys.stderr)
 

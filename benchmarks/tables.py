@@ -151,13 +151,18 @@ def _top1(r) -> str:
 
 
 def large_batch(results) -> str:
-  """The sweep: final test top-1 by model and global batch (rows) and rule (columns); "" until a
+  """The sweep: final test top-1 by model and global batch (rows) and rule (columns), the best
+  cell where a rule was run with several settings (large_batch_grid lists them); "" until a
   cell of the sweep has run."""
   sweep = [r for r in results if r.get("part") == "sweep"]
   if not sweep:
     return ""
   rules = list(dict.fromkeys(r["rule"] for r in sweep))
-  cells = {(r["model"], r["global_batch"], r["rule"]): r for r in sweep}
+  cells = {}
+  for r in sweep:
+    key = (r["model"], r["global_batch"], r["rule"])
+    if key not in cells or (r["eval_top1"] or 0.0) > (cells[key]["eval_top1"] or 0.0):
+      cells[key] = r
   rows = sorted({(r["model"], r["global_batch"], r["steps"]) for r in sweep},
                 key=lambda x: (list(dict.fromkeys(r["model"] for r in sweep)).index(x[0]), x[1]))
   lines = ["| model | global batch | steps | " + " | ".join(rules) + " |",
@@ -169,16 +174,20 @@ def large_batch(results) -> str:
 
 
 def large_batch_grid(results) -> str:
-  """The tuning grid at 8× the reference batch ("" until the grid has run)."""
-  grid = [r for r in results if r.get("part") == "grid"]
-  if not grid:
+  """Every setting tried at 8× the reference batch for the rules that have settings (warmup;
+  LARS's η and trust coefficient): the tuning grid and the sweep's cells ("" until one ran)."""
+  tried = [r for r in results if r.get("part") == "grid" or (
+      r.get("part") == "sweep" and r["global_batch"] == 8 * 32  # 8 × large_batch's reference.
+      and r["rule"] in ("linear+warmup", "lars"))]
+  if not tried:
     return ""
-  lines = ["| rule | warmup epochs | LARS η | LARS trust coefficient | peak LR | test top-1 | "
-           "final training loss |", "|---|---|---|---|---|---|---|"]
-  for r in grid:
+  lines = ["| model | rule | warmup epochs | LARS η (at batch 32) | LARS trust coefficient | "
+           "peak LR | test top-1 | final training loss |", "|---|---|---|---|---|---|---|---|"]
+  for r in tried:
     lars = r["rule"] == "lars"
-    lines.append(f"| {r['rule']} | {r['warmup_epochs']} | {r['lars_lr'] if lars else '—'} | "
-                 f"{r['lars_trust'] if lars else '—'} | {r['peak_lr']} | {_top1(r)} | "
+    lines.append(f"| {r['model']} | {r['rule']} | {r['warmup_epochs']} | "
+                 f"{r['lars_lr'] if lars else '—'} | {r['lars_trust'] if lars else '—'} | "
+                 f"{r['peak_lr']} | {_top1(r)} | "
                  f"{r['train_loss'][-1] if r['train_loss'] else '—'} |")
   return "\n".join(lines)
 
