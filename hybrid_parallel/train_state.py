@@ -1,4 +1,5 @@
-"""The training state, its shardings, and its creation directly in place on the mesh."""
+"""The training state, its shardings, and its creation: once for the whole network, then laid out
+on the mesh."""
 
 import flax.struct
 import jax
