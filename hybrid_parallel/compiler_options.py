@@ -25,8 +25,9 @@ CPU_STEP_OPTIONS = {"xla_cpu_experimental_ynn_fusion_type": "LIBRARY_FUSION_TYPE
 CPU_INITIALIZER_OPTIONS = {"xla_backend_optimization_level": 1}
 
 
-def _platform(mesh) -> str:
-  return mesh.devices.flat[0].platform
+def _platform(where) -> str:
+  """The platform of a mesh's devices, or of one device."""
+  return where.platform if isinstance(where, jax.Device) else where.devices.flat[0].platform
 
 
 def for_mesh(mesh, *, tuned: bool = True) -> dict[str, str]:
@@ -41,7 +42,8 @@ def jit(fun, mesh, *, tuned: bool = True, **jit_kwargs):
   return jax.jit(fun, compiler_options=for_mesh(mesh, tuned=tuned) or None, **jit_kwargs)
 
 
-def jit_initializer(fun, mesh, **jit_kwargs):
-  """`jax.jit(fun, **jit_kwargs)` for a program that runs once: little LLVM optimisation on CPU."""
-  options = dict(CPU_INITIALIZER_OPTIONS) if _platform(mesh) == "cpu" else None
+def jit_initializer(fun, where, **jit_kwargs):
+  """`jax.jit(fun, **jit_kwargs)` for a program that runs once on `where` (a mesh or a device):
+  little LLVM optimisation on CPU."""
+  options = dict(CPU_INITIALIZER_OPTIONS) if _platform(where) == "cpu" else None
   return jax.jit(fun, compiler_options=options, **jit_kwargs)

@@ -103,11 +103,10 @@ class ChanceWatch:
 
   def observe(self, step: int, loss: float, learning_rate: float) -> bool:
     at_chance = abs(loss - self.chance) <= self.tolerance * self.chance
+    self._left_chance |= not at_chance  # warmup included: a loss that blew up there counts.
     if self._said or step <= self.warmup_steps:
-      self._left_chance |= not at_chance
       return False
     self._streak = self._streak + 1 if at_chance else 0
-    self._left_chance |= not at_chance
     if self._streak < (self.rows if self._left_chance else self.rows_from_start):
       return False
     self._said = True

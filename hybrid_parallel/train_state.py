@@ -66,10 +66,10 @@ def create(model: models.AlexNet, tx, plan: partitioning.Plan, mesh, image_shape
            abstract: bool = False):
   """Initialises the full-size model with `seed` and places the state with the plan's shardings.
 
-  The initial state is computed by one program of the whole network on one device and then laid
-  out on the mesh: that program is the same for every mesh and scheme, so it compiles once per
-  model and optimiser (XLA:CPU takes seconds for the random initialisers) and every later mesh
-  reads it from the compilation cache; and every scheme starts from exactly the same values.
+  The initial state is computed by `initialize` (one program of the whole network on one device)
+  and then laid out on the mesh: that program is the same for every mesh and scheme, so it
+  compiles once per model and optimiser (XLA:CPU takes seconds for the random initialisers) and
+  every later mesh reads it from the compilation cache; every scheme starts from the same values.
 
   Args:
     abstract: return shape/dtype/sharding structs instead of arrays (to compile, not to run).
@@ -85,10 +85,21 @@ def create(model: models.AlexNet, tx, plan: partitioning.Plan, mesh, image_shape
     return jax.tree.map(lambda x, sharding: jax.ShapeDtypeStruct(x.shape, x.dtype,
                                                                  sharding=sharding),
                         shapes, shardings), specs
-  # On this process's first device of the mesh, to the host, then each process fills its own
-  # devices' shards (so it also works when the mesh spans processes).
+  # Each process fills its own devices' shards (so it also works when the mesh spans processes).
   device = next(d for d in mesh.devices.flat if d.process_index == jax.process_index())
-  whole = jax.device_get(compiler_options.jit_initializer(
-      init, mesh, out_shardings=jax.sharding.SingleDeviceSharding(device))())
+  whole = initialize(model, tx, image_shape, seed=seed, device=device)
   place = lambda x, sharding: jax.make_array_from_callback(x.shape, sharding, lambda i: x[i])
   return jax.tree.map(place, whole, shardings), specs
+
+
+def initialize(model: models.AlexNet, tx, image_shape, *, seed: int,
+               device: jax.Device | None = None) -> TrainState:
+  """`create_unsharded` as one compiled program on `device` (default: the first), in numpy.
+
+  The program is the same for every mesh and scheme, so it compiles once per model and optimiser
+  (op by op, each of the initialisers' operations would compile on its own).
+  """
+  device = device or jax.devices()[0]
+  init = lambda: create_unsharded(model, tx, image_shape, seed=seed)
+  return jax.device_get(compiler_options.jit_initializer(
+      init, device, out_shardings=jax.sharding.SingleDeviceSharding(device))())

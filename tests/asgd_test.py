@@ -6,7 +6,7 @@ import numpy as np
 import optax
 from absl.testing import absltest
 
-from hybrid_parallel import models
+from hybrid_parallel import models, train_state
 from hybrid_parallel.errors import UserError
 from hybrid_parallel.local_sgd import asgd
 from tests import testing
@@ -76,10 +76,9 @@ class AsgdTest(absltest.TestCase):
 
     net = models.build("alexnet_tiny", 10, image_size=64, dropout_rate=0.0)
     tx = run.tx
-    start = testing.initial_state(net, tx, seed=0)
-    # The server's bookkeeping in numpy (elementwise float32, as XLA's): op by op in JAX, each
-    # leaf's shape would compile its own add.
-    start = jax.tree.map(np.asarray, start)
+    # numpy, and so the server's bookkeeping below (elementwise float32, as XLA's): op by op in
+    # JAX, each leaf's shape would compile its own add.
+    start = train_state.initialize(net, tx, (1, 64, 64, 3), seed=0)
     params = [start.params] * replicas
     opt_states = [start.opt_state] * replicas
     pending = [jax.tree.map(np.zeros_like, start.params)] * replicas

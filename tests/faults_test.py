@@ -214,33 +214,35 @@ class MultiProcessTest(absltest.TestCase):
     return [start(workdir, *args, f"--coordinator_address=127.0.0.1:{port}", "--num_processes=2",
                   f"--process_id={i}") for i in range(2)]
 
-  def test_two_processes_train_like_one(self):
-    steps = ["--config.num_train_steps=4", "--config.log_every_steps=1",
-             "--config.checkpoint_every_steps=2"]
-    with tempfile.TemporaryDirectory() as one, tempfile.TemporaryDirectory() as two:
-      # The one-process reference (hybrid 2×2) runs beside the two processes.
-      finish(start(one, *steps), *self._two_processes(two, *steps))
-      self.assertEqual(sorted(losses(two)), [1, 2, 3, 4])
-      np.testing.assert_allclose(list(losses(two).values()), list(losses(one).values()),
-                                 rtol=1e-5)
-      self.assertEqual(checkpoints(two), [2, 4])  # written collectively, readable by one.
-
-  def test_two_processes_read_their_own_tfds_shards_and_train_like_one(self):
-    # Data parallel 4×1: the other mesh the two processes must split like one (the test above
-    # is hybrid 2×2).
-    from tests import tfds_testing  # TensorFlow loads only for this test.
-    args = ["--config.num_train_steps=4", "--config.log_every_steps=1", "--config.dataset=mnist",
-            f"--config.data_dir={tfds_testing.prepared_mnist_dir()}",
-            "--config.tfds_download=False", "--config.input_shards=4",
-            "--config.global_batch_size=8", "--config.eval_batch_size=8",
-            "--config.checkpoint_every_steps=4", "--config.parallelism=data",
-            "--config.mesh.data=4", "--config.mesh.model=1"]
+  def _assert_two_processes_train_like_one(self, *args, then):
+    """Runs main.py with `args` in one process (beside) and in two; the two log steps 1-4 with the
+    one's losses. `then(workdir of the two)` checks the rest while the workdirs exist."""
     with tempfile.TemporaryDirectory() as one, tempfile.TemporaryDirectory() as two:
       finish(start(one, *args), *self._two_processes(two, *args))
+      self.assertEqual(sorted(losses(two)), [1, 2, 3, 4])
       np.testing.assert_allclose(list(losses(two).values()), list(losses(one).values()),
                                  rtol=1e-5)
-      self.assertEqual(sorted(losses(two)), [1, 2, 3, 4])
-      self.assertEqual(data_position(two, 4), [8, 8, 8, 8])  # 4 steps × 2 rows of each shard
+      then(two)
+
+  def test_two_processes_train_like_one(self):
+    # hybrid 2×2 (the default of these runs); checkpoints written collectively, readable by one.
+    self._assert_two_processes_train_like_one(
+        "--config.num_train_steps=4", "--config.log_every_steps=1",
+        "--config.checkpoint_every_steps=2",
+        then=lambda two: self.assertEqual(checkpoints(two), [2, 4]))
+
+  def test_two_processes_read_their_own_tfds_shards_and_train_like_one(self):
+    # Data parallel 4×1: the other mesh the two processes must split like one.
+    from tests import tfds_testing  # TensorFlow loads only for this test.
+    self._assert_two_processes_train_like_one(
+        "--config.num_train_steps=4", "--config.log_every_steps=1", "--config.dataset=mnist",
+        f"--config.data_dir={tfds_testing.prepared_mnist_dir()}",
+        "--config.tfds_download=False", "--config.input_shards=4",
+        "--config.global_batch_size=8", "--config.eval_batch_size=8",
+        "--config.checkpoint_every_steps=4", "--config.parallelism=data",
+        "--config.mesh.data=4", "--config.mesh.model=1",
+        # 4 steps × 2 rows of each shard.
+        then=lambda two: self.assertEqual(data_position(two, 4), [8, 8, 8, 8]))
 
   def test_a_dead_process_ends_the_other_with_a_message(self):
     with tempfile.TemporaryDirectory() as workdir:

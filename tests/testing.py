@@ -36,14 +36,6 @@ def build(model_name: str, scheme: str, data: int, model: int, config, batch: in
                           total_steps=100)
 
 
-def initial_state(net, tx, *, seed: int = 0):
-  """train_state.create_unsharded for one image of IMAGE_SIZE², as one compiled program: op by op,
-  each of the initialiser's operations would compile on its own (seconds in all)."""
-  from hybrid_parallel import train_state
-  shape = (1, IMAGE_SIZE, IMAGE_SIZE, 3)
-  return jax.jit(lambda: train_state.create_unsharded(net, tx, shape, seed=seed))()
-
-
 def put(run: experiment.Experiment, *arrays):
   """`arrays` laid out as the run's global batches."""
   return tuple(jax.device_put(a, run.batch_sharding) for a in arrays)

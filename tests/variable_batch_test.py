@@ -6,7 +6,7 @@ import numpy as np
 from absl.testing import absltest, parameterized
 
 import experiment
-from hybrid_parallel import models
+from hybrid_parallel import models, train_state
 from hybrid_parallel.errors import UserError
 from hybrid_parallel.steps import variable_batch
 from tests import testing
@@ -35,7 +35,8 @@ def reference(variant, data, model, fc_updates_per_step):
   net = models.build(config.model, 10, image_size=testing.IMAGE_SIZE)
   schedule = experiment.make_schedule(config, steps_per_epoch=10, total_steps=100)
   tx = experiment.make_optimizer(config, schedule, fc_updates_per_step=fc_updates_per_step)
-  state = testing.initial_state(net, tx, seed=config.seed)
+  state = train_state.initialize(net, tx, (1, testing.IMAGE_SIZE, testing.IMAGE_SIZE, 3),
+                                 seed=config.seed)
   rows = variable_batch.pass_rows(variant, data=data, model=model, global_batch=GLOBAL_BATCH)
   step = variable_batch.make_reference_step(net, tx, rows=rows,
                                             fc_updates_per_step=fc_updates_per_step)
