@@ -15,6 +15,9 @@ weight decay 5e-4, cosine decay, evaluation at the end. Only the global batch an
   lars             LARS (You et al. 2017) at its own η (--lars_lr) and trust coefficient
                    (--lars_trust), linear scaling and the same warmup.
 
+At the reference batch (k = 1) linear and linear+warmup are the `none` run itself: it is recorded
+for them (marked same_run_as) rather than trained again.
+
 Models (--models): `alexnet` (the 2012 net, LRN, no batch norm), `alexnet_owt` (one column, no
 LRN) and `alexnet_bn` (batch norm after every conv: the LARS paper's AlexNet-BN), all full width.
 
@@ -49,14 +52,18 @@ _RULES = flags.DEFINE_list("rules", ["none", "linear", "linear+warmup", "lars"],
 _EPOCHS = flags.DEFINE_integer("epochs", 15, "Epochs per run (equal for every batch).")
 _BASE_LR = flags.DEFINE_float("base_lr", 0.01, "SGD's η at the reference batch (32).")
 _WARMUP = flags.DEFINE_float("warmup_epochs", 3.0, "Warmup of the rules that have one.")
-_LARS_LR = flags.DEFINE_float("lars_lr", 2.0, "LARS's η at the reference batch.")
+_LARS_LR = flags.DEFINE_float("lars_lr", 0.25, "LARS's η at the reference batch (the --grid's "
+                               "best for alexnet at 8×).")
 _LARS_TRUST = flags.DEFINE_float("lars_trust", 0.001, "LARS's trust coefficient.")
 _GRID = flags.DEFINE_bool("grid", False, "Run the tuning grid at 8× the reference batch instead.")
 _QUICK = flags.DEFINE_bool("quick", False, "alexnet at batch 32 and 256, 2 epochs: a smoke run.")
 
 REFERENCE_BATCH = 32
 RULES = ("none", "linear", "linear+warmup", "lars")
-LARS_GRID = {"lars_lr": (0.5, 2.0, 8.0), "lars_trust": (0.001, 0.01)}
+LARS_GRID = {"lars_lr": (0.125, 0.25, 0.5, 2.0), "lars_trust": (0.001, 0.01)}
+# At the reference batch k = 1, so linear scaling and its warmup (from η to η) change nothing:
+# those cells are the `none` run, recorded once per rule rather than trained three times.
+SAME_AS_NONE_AT_REFERENCE = ("linear", "linear+warmup")
 WARMUP_GRID = (1.0, 3.0, 6.0)
 
 
@@ -81,9 +88,13 @@ def cell_config(model: str, batch: int, rule: str, *, epochs: int, base_lr: floa
 
 def cell_key(cell: dict) -> tuple:
   """What identifies a cell: its part (sweep, grid or quick), model, batch, rule and every
-  setting that changes it."""
-  return tuple(cell[k] for k in ("part", "model", "global_batch", "rule", "epochs", "base_lr",
-                                 "warmup_epochs", "lars_lr", "lars_trust"))
+  setting that changes it (LARS's only for LARS, the warmup's only for rules with a warmup)."""
+  rule = cell["rule"]
+  return (cell["part"], cell["model"], cell["global_batch"], rule, cell["epochs"],
+          cell["base_lr"] if rule != "lars" else None,
+          cell["warmup_epochs"] if rule in ("linear+warmup", "lars") else None,
+          cell["lars_lr"] if rule == "lars" else None,
+          cell["lars_trust"] if rule == "lars" else None)
 
 
 def run_cell(config, train) -> dict:
@@ -210,6 +221,13 @@ def main(argv):
   start = time.perf_counter()
   train_examples = None
   for i, (part, model, batch, rule, settings) in enumerate(todo, start=1):
+    if batch == REFERENCE_BATCH and rule in SAME_AS_NONE_AT_REFERENCE:
+      same = [r for r in results if cell_key(r) == cell_key(
+          {"part": part, "model": model, "global_batch": batch, "rule": "none", **settings})]
+      if same:
+        results.append({**same[0], "rule": rule, "same_run_as": "none"})
+        write_outputs(results, _OUT.value)
+        continue
     config = cell_config(model, batch, rule, **settings)
     if train_examples is None:
       train_examples = experiment.load_dataset(config).num_train
