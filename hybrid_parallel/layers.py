@@ -52,7 +52,16 @@ def local_response_norm(x_BHWC: jax.Array, columns: int, size: int = 5, k: float
   half = size // 2
   padded = jnp.pad(sq, [(0, 0)] * 4 + [(half, size - 1 - half)])
   window_sum = sum(padded[..., i:i + c // columns] for i in range(size))
-  return (x_BHWGC / (k + alpha * window_sum) ** beta).reshape(b, h, w, c).astype(x_BHWC.dtype)
+  denominator = k + alpha * window_sum
+  if beta == 0.75:
+    # d^-0.75 = d^-0.5 · (d^-0.5)^0.5: square roots instead of a general power (exp and log),
+    # forward and backward. On XLA:CPU the LRN's fused backward pass was the step's largest
+    # kernel; this makes it ~5× faster (docs/performance.md).
+    inverse_root = jax.lax.rsqrt(denominator)
+    scale = inverse_root * jnp.sqrt(inverse_root)
+  else:
+    scale = denominator ** -beta
+  return (x_BHWGC * scale).reshape(b, h, w, c).astype(x_BHWC.dtype)
 
 
 def _pool_windows(x_BHWC: jax.Array, out_h: int, out_w: int) -> list[jax.Array]:

@@ -23,6 +23,13 @@ def abstract_params(name, classes, image_size=None):
                                          example_ids_B=jnp.zeros(1, jnp.int32)))["params"]
 
 
+def _column_window_sums(sq):
+  """Sums over the 5 neighbouring channels inside each of two 6-channel columns."""
+  columns = sq.reshape(*sq.shape[:3], 2, 6)
+  padded = jnp.pad(columns, [(0, 0)] * 4 + [(2, 2)])
+  return sum(padded[..., i:i + 6] for i in range(5)).reshape(sq.shape)
+
+
 class ModelsTest(parameterized.TestCase):
 
   @parameterized.named_parameters(
@@ -58,6 +65,20 @@ class ModelsTest(parameterized.TestCase):
       denom = (2.0 + 1e-4 * sum(x[..., j] ** 2 for j in window)) ** 0.75
       expected[..., c] = x[..., c] / denom
     np.testing.assert_allclose(got, expected, rtol=1e-5)
+
+  def test_lrn_square_root_form_has_the_power_forms_gradient(self):
+    # β = 0.75 is computed with square roots; any other β with the general power.
+    x = jnp.asarray(np.random.RandomState(0).randn(2, 3, 3, 12).astype(np.float32) * 30)
+    weights = jnp.asarray(np.random.RandomState(1).randn(2, 3, 3, 12).astype(np.float32))
+    loss = lambda beta: jax.jit(jax.value_and_grad(
+        lambda x: jnp.sum(layers.local_response_norm(x, columns=2, beta=beta) * weights)))
+    (value, grad), (near_value, _) = loss(0.75)(x), loss(0.7500001)(x)
+    power_value, power_grad = jax.jit(jax.value_and_grad(lambda x: jnp.sum(
+        x * (2.0 + 1e-4 * _column_window_sums(x ** 2)) ** -0.75 * weights)))(x)
+    np.testing.assert_allclose(value, power_value, rtol=1e-5)
+    np.testing.assert_allclose(grad, power_grad, rtol=1e-4, atol=1e-6)
+    self.assertNotEqual(float(value), 0.0)
+    np.testing.assert_allclose(near_value, value, rtol=1e-4)  # the general path agrees.
 
   @parameterized.product(size=((55, 55), (13, 13), (8, 9), (7, 10), (3, 3)), ties=(False, True))
   def test_max_pool_and_its_gradient_equal_reduce_window(self, size, ties):
