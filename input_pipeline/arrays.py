@@ -2,7 +2,10 @@
 
 Datasets (`name`):
   digits      the 1,797 8×8 handwritten digits that ship with scikit-learn (no download), split
-              into 1,437 train / 360 test images by a fixed stratified split.
+              into 1,437 train / 360 test images by a fixed stratified split (digits_split.npz:
+              scikit-learn's `train_test_split(stratify=labels, random_state=0)`, stored
+              because importing scikit-learn takes a second in every process that loads digits;
+              tests/input_pipeline_test.py checks that scikit-learn still makes it).
   synthetic   deterministic random images and labels (for throughput; nothing to learn).
   npz:PATH    a local .npz with uint8 NHWC `x_train`, `x_test` and integer `y_train`, `y_test`.
 
@@ -26,6 +29,7 @@ import numpy as np
 from hybrid_parallel.errors import UserError
 
 DIGITS_TEST_EXAMPLES = 360
+DIGITS_SPLIT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "digits_split.npz")
 
 
 @dataclasses.dataclass
@@ -82,16 +86,25 @@ def _resize(x: np.ndarray, size: int) -> np.ndarray:
   return np.clip(np.rint(resized), 0, 255).astype(np.uint8)
 
 
+def digits_file() -> str:
+  """scikit-learn's digits.csv.gz (8×8 images as 64 values 0..16, then the label), found without
+  importing scikit-learn."""
+  import importlib.util
+  spec = importlib.util.find_spec("sklearn")
+  if spec is None or not spec.submodule_search_locations:
+    raise UserError("the digits dataset ships with scikit-learn, which is not installed "
+                    "(pip install -r requirements.txt).")
+  return os.path.join(spec.submodule_search_locations[0], "datasets", "data", "digits.csv.gz")
+
+
 def _digits():
-  from sklearn import datasets as sk_datasets
-  from sklearn import model_selection
-  digits = sk_datasets.load_digits()
+  data = np.loadtxt(digits_file(), delimiter=",")  # as sklearn.datasets.load_digits reads it.
+  images, labels = data[:, :-1].reshape(-1, 8, 8), data[:, -1].astype(np.int32)
   # Pixel values are 0..16; scale to the uint8 range every other dataset uses.
-  x = np.rint(digits.images * (255.0 / 16.0)).astype(np.uint8)[..., None]
-  x_train, x_test, y_train, y_test = model_selection.train_test_split(
-      x, digits.target.astype(np.int32), test_size=DIGITS_TEST_EXAMPLES,
-      stratify=digits.target, random_state=0)
-  return x_train, y_train, x_test, y_test
+  x = np.rint(images * (255.0 / 16.0)).astype(np.uint8)[..., None]
+  with np.load(DIGITS_SPLIT) as split:
+    train, test = split["train"], split["test"]
+  return x[train], labels[train], x[test], labels[test]
 
 
 def _synthetic(size: int, *, seed: int, examples: int, classes: int):

@@ -50,6 +50,20 @@ class DigitsTest(absltest.TestCase):
     np.testing.assert_array_less(np.abs(np.bincount(d.y_test) - per_class * 360 / 1797), 1.0)
     self.assertGreater(d.x_train.max(), 200)  # 0..16 was scaled to the uint8 range.
 
+  def test_the_stored_split_is_scikit_learns(self):
+    # digits_split.npz stands in for importing scikit-learn in every process: the same images,
+    # labels and order as load_digits + train_test_split(stratify, random_state=0).
+    from sklearn import datasets, model_selection
+    from input_pipeline import arrays
+    sk = datasets.load_digits()
+    images = np.rint(sk.images * (255.0 / 16.0)).astype(np.uint8)[..., None]
+    x_train, x_test, y_train, y_test = model_selection.train_test_split(
+        images, sk.target.astype(np.int32), test_size=arrays.DIGITS_TEST_EXAMPLES,
+        stratify=sk.target, random_state=0)
+    for ours, theirs in zip(arrays._digits(), (x_train, y_train, x_test, y_test)):
+      self.assertEqual(ours.dtype, theirs.dtype)
+      np.testing.assert_array_equal(ours, theirs)
+
   def test_normalised_batches_have_zero_mean_unit_std(self):
     d = digits()
     x = d.normalise(d.x_train)
