@@ -77,8 +77,7 @@ def create(model: models.AlexNet, tx, plan: partitioning.Plan, mesh, image_shape
   """
   replicas = plan.data
 
-  def init():
-    state = train_state.create_unsharded(model, tx, image_shape, seed=seed)
+  def replicate(state):  # one replica's start, stacked for all, and the scheme's own state.
     stack = lambda tree: jax.tree.map(
         lambda x: jnp.broadcast_to(x[None], (replicas,) + x.shape), tree)
     client = sync.client_init(state.params) if sync.client_init else {}
@@ -86,14 +85,23 @@ def create(model: models.AlexNet, tx, plan: partitioning.Plan, mesh, image_shape
     return ReplicaState(step=state.step, local=stack(Replica(state.params, state.opt_state)),
                         client=stack(client), shared=shared, rng=state.rng)
 
-  shapes = jax.eval_shape(init)
+  shapes = jax.eval_shape(
+      lambda: replicate(train_state.create_unsharded(model, tx, image_shape, seed=seed)))
   per_replica = lambda tree: jax.tree.map(lambda _: P(DATA), tree)
   specs = ReplicaState(step=P(), local=per_replica(shapes.local),
                        client=per_replica(shapes.client),
                        shared=jax.tree.map(lambda _: P(), shapes.shared), rng=P())
-  init = compiler_options.jit_initializer(init, mesh,
-                                          out_shardings=mesh_lib.shardings(mesh, specs))
-  return (jax.eval_shape(init) if abstract else init()), specs
+  shardings = mesh_lib.shardings(mesh, specs)
+  if abstract:
+    return jax.tree.map(lambda x, sharding: jax.ShapeDtypeStruct(x.shape, x.dtype,
+                                                                 sharding=sharding),
+                        shapes, shardings), specs
+  # The random initialisation is the synchronous schemes' own program (train_state.initialize:
+  # compiled once per model and optimiser, whatever the mesh); only the cheap stacking is
+  # compiled for this mesh.
+  device = next(d for d in mesh.devices.flat if d.process_index == jax.process_index())
+  whole = train_state.initialize(model, tx, image_shape, seed=seed, device=device)
+  return compiler_options.jit_initializer(replicate, mesh, out_shardings=shardings)(whole), specs
 
 
 def make_step(model: models.AlexNet, plan: partitioning.Plan, mesh, tx, specs: ReplicaState, *,
