@@ -157,12 +157,8 @@ def large_batch(results) -> str:
   sweep = [r for r in results if r.get("part") == "sweep"]
   if not sweep:
     return ""
-  rules = list(dict.fromkeys(r["rule"] for r in sweep))
-  cells = {}
-  for r in sweep:
-    key = (r["model"], r["global_batch"], r["rule"])
-    if key not in cells or (r["eval_top1"] or 0.0) > (cells[key]["eval_top1"] or 0.0):
-      cells[key] = r
+  rules = [rule for rule in _LARGE_BATCH_RULES if any(r["rule"] == rule for r in sweep)]
+  cells = _best_sweep_cells(results)
   rows = sorted({(r["model"], r["global_batch"], r["steps"]) for r in sweep},
                 key=lambda x: (list(dict.fromkeys(r["model"] for r in sweep)).index(x[0]), x[1]))
   lines = ["| model | global batch | steps | " + " | ".join(rules) + " |",
@@ -170,6 +166,46 @@ def large_batch(results) -> str:
   lines += [f"| {model} | {batch} | {steps} | " +
             " | ".join(_top1(cells[model, batch, rule]) if (model, batch, rule) in cells
                        else "—" for rule in rules) + " |" for model, batch, steps in rows]
+  return "\n".join(lines)
+
+
+_LARGE_BATCH_RULES = ("none", "linear", "linear+warmup", "lars")  # large_batch.RULES' order.
+
+
+def _best_sweep_cells(results) -> dict:
+  """(model, batch, rule) → the sweep's best cell (a rule run with several settings)."""
+  cells = {}
+  for r in results:
+    if r.get("part") != "sweep":
+      continue
+    key = (r["model"], r["global_batch"], r["rule"])
+    if key not in cells or (r["eval_top1"] or 0.0) > (cells[key]["eval_top1"] or 0.0):
+      cells[key] = r
+  return cells
+
+
+def large_batch_summary(results) -> str:
+  """The README's view of the sweep: per model, the reference batch, every rule's best at 8×
+  it, and the best rule at the largest batch run ("" until a cell of the sweep has run)."""
+  cells = _best_sweep_cells(results)
+  if not cells:
+    return ""
+  models = list(dict.fromkeys(model for model, _, _ in cells))
+  rules = [rule for rule in _LARGE_BATCH_RULES if any(key[2] == rule for key in cells)]
+  reference, large = 32, 8 * 32  # large_batch.REFERENCE_BATCH and 8× it.
+  largest = max(batch for _, batch, _ in cells)
+  lines = [f"| model | batch {reference}, none | " +
+           " | ".join(f"{large}, {rule}" for rule in rules) +
+           f" | {largest}, best rule |", "|---" * (len(rules) + 3) + "|"]
+  for model in models:
+    row = [_top1(cells[model, reference, "none"]) if (model, reference, "none") in cells
+           else "—"]
+    row += [_top1(cells[model, large, rule]) if (model, large, rule) in cells else "—"
+            for rule in rules]
+    at_largest = [cells[k] for k in cells if k[:2] == (model, largest)]
+    best = max(at_largest, key=lambda r: r["eval_top1"] or 0.0) if at_largest else None
+    row.append(f"{best['rule']} {_top1(best)}" if best else "—")
+    lines.append(f"| {model} | " + " | ".join(row) + " |")
   return "\n".join(lines)
 
 
@@ -372,6 +408,7 @@ SOURCES = {
     "large_batch_tiny": (large_batch_tiny, "large_batch_tiny.json"),
     "large_batch": (large_batch, "large_batch.json"),
     "large_batch_grid": (large_batch_grid, "large_batch.json"),
+    "large_batch_summary": (large_batch_summary, "large_batch.json"),
     "input_pipeline": (input_pipeline, "input_pipeline.json"),
     "table1": (table1, "table1.json"),
     "owt_variants": (owt_variants, "owt_variants.json"),

@@ -56,6 +56,16 @@ class TablesTest(absltest.TestCase):
     self.assertContainsSubset(included, set(tables.SOURCES))
     self.assertEqual(included, {name for name in tables.SOURCES if tables.measured(name)})
 
+  def test_the_large_batch_summary_takes_each_rules_best(self):
+    cell = lambda batch, rule, top1, **kw: dict(part="sweep", model="m", global_batch=batch,
+                                                 rule=rule, eval_top1=top1, steps=1, **kw)
+    results = [cell(32, "none", 0.9), cell(256, "none", 0.5), cell(256, "lars", 0.2),
+               cell(256, "lars", 0.7), cell(512, "none", 0.3), cell(512, "lars", 0.4),
+               dict(cell(256, "none", 0.99), part="grid")]  # not the sweep's.
+    self.assertEqual(tables.large_batch_summary(results).splitlines(), [
+        "| model | batch 32, none | 256, none | 256, lars | 512, best rule |",
+        "|---|---|---|---|---|", "| m | 90.00% | 50.00% | 70.00% | lars 40.00% |"])
+
   def test_a_stale_block_is_found_and_rewritten(self):
     text = "before\n<!-- table: max_pool -->\n| made up |\n<!-- end table -->\nafter\n"
     fresh = tables.refresh(text)
