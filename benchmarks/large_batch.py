@@ -179,6 +179,7 @@ def write_outputs(results, out: str) -> None:
   axes[0][0].legend()
   fig.tight_layout()
   fig.savefig(os.path.join(out, "large_batch_accuracy.png"), dpi=110)
+  plt.close(fig)  # drawn after every cell: a long sweep would keep every figure open.
 
   fig, axes = plt.subplots(1, len(models), figsize=(4.5 * len(models), 4), sharey=True,
                            squeeze=False)
@@ -200,6 +201,7 @@ def write_outputs(results, out: str) -> None:
   axes[0][0].legend(fontsize=8)
   fig.tight_layout()
   fig.savefig(os.path.join(out, "large_batch_loss.png"), dpi=110)
+  plt.close(fig)
 
 
 def main(argv):
