@@ -170,7 +170,7 @@ def write_outputs(results, out: str) -> None:
                                         100 * (r["eval_top1"] or 0.0))
       points = sorted(best.items())
       if points:
-        ax.plot(*zip(*points), marker="o", label=rule)
+        ax.plot(*zip(*points), marker="o", label=rule)  # a run that diverged counts as 0.
     ax.set_xscale("log", base=2)
     ax.set_xlabel("global batch")
     ax.set_title(f"{model}, digits, equal epochs")
@@ -196,6 +196,7 @@ def write_outputs(results, out: str) -> None:
     ax.set_xlabel("epoch")
     ax.set_title(f"{model}, batch {8 * REFERENCE_BATCH}")
     ax.set_yscale("log")
+    ax.set_ylim(1e-3, 20)  # a diverging run leaves the chart rather than flatten the others.
     ax.grid(alpha=0.3)
   axes[0][0].set_ylabel("training loss")
   axes[0][0].legend(fontsize=8)
