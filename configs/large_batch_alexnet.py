@@ -8,10 +8,11 @@ cosine decay; momentum 0.9, weight decay 5e-4.
 
   python main.py --config=configs/large_batch_alexnet.py
 
-Measured (2026-11-22, the project's 2-core CPU, about 3 minutes): 94.44% test top-1, against
-98.06% for batch 32 at the base rate (SGD, η = 0.01) over the same 15 epochs; SGD with linear
-scaling + warmup stays at chance (10.00%) at 256. docs/large_batch.md has the sweep and every
-LARS setting tried.
+Measured (2026-11-23, the project's 2-core CPU, 2m10s): 94.17% test top-1 (the sweep's cell,
+run before the LRN was computed with square roots: 94.44%, one test image apart), against 98.06%
+for batch 32 at the base rate (SGD, η = 0.01) over the same 15 epochs; SGD with linear scaling +
+warmup stays at chance (10.00%) at 256. docs/large_batch.md has the sweep and every LARS setting
+tried.
 """
 
 from configs import default
