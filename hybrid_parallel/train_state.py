@@ -82,14 +82,23 @@ def create(model: models.AlexNet, tx, plan: partitioning.Plan, mesh, image_shape
   specs = state_specs(shapes, plan, tx, model.arch.fc_names()[-1])
   shardings = mesh_lib.shardings(mesh, specs)
   if abstract:
-    return jax.tree.map(lambda x, sharding: jax.ShapeDtypeStruct(x.shape, x.dtype,
-                                                                 sharding=sharding),
-                        shapes, shardings), specs
+    return sharded_structs(shapes, shardings), specs
   # Each process fills its own devices' shards (so it also works when the mesh spans processes).
-  device = next(d for d in mesh.devices.flat if d.process_index == jax.process_index())
-  whole = initialize(model, tx, image_shape, seed=seed, device=device)
+  whole = initialize(model, tx, image_shape, seed=seed, device=local_device(mesh))
   place = lambda x, sharding: jax.make_array_from_callback(x.shape, sharding, lambda i: x[i])
   return jax.tree.map(place, whole, shardings), specs
+
+
+def sharded_structs(shapes, shardings):
+  """Shape/dtype structs of `shapes` with `shardings`: a state to compile for, not to run."""
+  return jax.tree.map(lambda x, sharding: jax.ShapeDtypeStruct(x.shape, x.dtype,
+                                                               sharding=sharding),
+                      shapes, shardings)
+
+
+def local_device(mesh) -> jax.Device:
+  """The first device of `mesh` that belongs to this process."""
+  return next(d for d in mesh.devices.flat if d.process_index == jax.process_index())
 
 
 def initialize(model: models.AlexNet, tx, image_shape, *, seed: int,

@@ -93,14 +93,12 @@ def create(model: models.AlexNet, tx, plan: partitioning.Plan, mesh, image_shape
                        shared=jax.tree.map(lambda _: P(), shapes.shared), rng=P())
   shardings = mesh_lib.shardings(mesh, specs)
   if abstract:
-    return jax.tree.map(lambda x, sharding: jax.ShapeDtypeStruct(x.shape, x.dtype,
-                                                                 sharding=sharding),
-                        shapes, shardings), specs
+    return train_state.sharded_structs(shapes, shardings), specs
   # The random initialisation is the synchronous schemes' own program (train_state.initialize:
   # compiled once per model and optimiser, whatever the mesh); only the cheap stacking is
   # compiled for this mesh.
-  device = next(d for d in mesh.devices.flat if d.process_index == jax.process_index())
-  whole = train_state.initialize(model, tx, image_shape, seed=seed, device=device)
+  whole = train_state.initialize(model, tx, image_shape, seed=seed,
+                                 device=train_state.local_device(mesh))
   return compiler_options.jit_initializer(replicate, mesh, out_shardings=shardings)(whole), specs
 
 
