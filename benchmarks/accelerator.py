@@ -49,10 +49,12 @@ ipykernel for the notebook) needs them first: `pip download` their wheels elsewh
 """
 
 import dataclasses
+import faulthandler
 import functools
 import json
 import os
 import platform
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -79,8 +81,13 @@ _SECTIONS = flags.DEFINE_list("sections", list(SECTIONS), "Sections to run, of "
                               ", ".join(SECTIONS) + ".")
 _BUDGET = flags.DEFINE_float("budget_s", 480.0, "Skip a section that would start later than "
                              "this many seconds after the start.")
+_PREVIOUS = flags.DEFINE_list("previous", [], "Reports (accelerator.json) of earlier runs whose "
+                              "sections are kept unless this run re-runs them: a report made "
+                              "in several calls of a time-limited machine, merged.")
 _WORKER = flags.DEFINE_string("worker", None, "Internal: run one part in this process "
-                              "(pytorch, or mock:<name>) and print its JSON.")
+                              "(pytorch, or mock:<name>), appending its rows to --worker_rows.")
+_WORKER_ROWS = flags.DEFINE_string("worker_rows", None, "Internal: the worker's JSON-lines "
+                                   "file (rows written as they are measured).")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -126,9 +133,10 @@ DRY = Sizes(
 
 # Compiler options to try against XLA's defaults on each platform (tuning); each is one
 # hypothesis about what the profile may show.
+# (`xla_gpu_autotune_level: 0` was tried on the H200 and dropped: without autotuning XLA picked
+# convolution algorithms that made the step 770× slower — 73 images/s; docs/gpu.md.)
 OPTION_VARIANTS = {
-    "gpu": {"no triton gemm (cuBLAS for the FC layers)": {"xla_gpu_enable_triton_gemm": False},
-            "no autotuning (compile time vs speed)": {"xla_gpu_autotune_level": 0}},
+    "gpu": {"no triton gemm (cuBLAS for the FC layers)": {"xla_gpu_enable_triton_gemm": False}},
     "cpu": {"LLVM optimisation level 1": {"xla_backend_optimization_level": 1}},
 }
 
@@ -192,6 +200,12 @@ def environment() -> dict:
     info["torch"] = torch.__version__
   except ImportError:
     info["torch"] = None
+  try:  # the driver and the clocks the card was found at (read, never set).
+    info["nvidia_smi"] = subprocess.run(
+        ["nvidia-smi", "--query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,"
+         "power.limit", "--format=csv"], capture_output=True, text=True, timeout=30).stdout
+  except (OSError, subprocess.SubprocessError):
+    info["nvidia_smi"] = None
   return info
 
 
@@ -231,22 +245,40 @@ def pytorch_worker(sizes: Sizes) -> list[dict]:
       rows.append({"variant": name, "batch": batch, "images_per_sec": round(batch / seconds, 1),
                    "step_ms": round(1e3 * seconds, 2), "setup_s": round(setup_s, 1),
                    "device": device, "torch": torch.__version__})
-      print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+      _emit(rows[-1])
       del step
       if device == "cuda":
         torch.cuda.empty_cache()
   return rows
 
 
-def pytorch(sizes: Sizes, ours: list[dict]) -> dict:
+def pytorch(*, timeout_s: float) -> dict:
   try:
     import torch  # noqa: F401  (only to say so when it is missing)
   except ImportError:
     return {"skipped": "PyTorch is not installed (it is not a dependency of the project)."}
-  rows = _worker("pytorch")
+  rows, error = _worker("pytorch", timeout_s=timeout_s)
+  result = {"variants": rows}
+  if error:  # what was measured before it stopped is kept, and why it stopped is said.
+    result["incomplete"] = error
+  return result
+
+
+def compare_with_pytorch(report: dict, sizes: Sizes) -> None:
+  """Ours ÷ the best PyTorch variant at each batch, for the goal's model, into the pytorch
+  section: done when the report is written, so that the two sections may come from different
+  runs (--previous)."""
+  sections = report["sections"]
+  ours = sections.get("single_device", {}).get("result") or []
+  torch_result = sections.get("pytorch", {}).get("result") or {}
+  if "variants" not in torch_result:
+    return
   comparison = []
   for batch in sizes.batches:
-    best = max((r for r in rows if r["batch"] == batch), key=lambda r: r["images_per_sec"])
+    measured = [r for r in torch_result["variants"] if r["batch"] == batch]
+    if not measured:
+      continue
+    best = max(measured, key=lambda r: r["images_per_sec"])
     for r in ours:
       if r["model"] == sizes.goal[0] and r["batch"] == batch:
         comparison.append({"batch": batch, "dtype": r["dtype"],
@@ -254,7 +286,7 @@ def pytorch(sizes: Sizes, ours: list[dict]) -> dict:
                            "best_torch_variant": best["variant"],
                            "best_torch_images_per_sec": best["images_per_sec"],
                            "ratio": round(r["images_per_sec"] / best["images_per_sec"], 3)})
-  return {"variants": rows, "comparison": comparison}
+  torch_result["comparison"] = comparison
 
 
 def profile(sizes: Sizes) -> dict:
@@ -266,30 +298,54 @@ def profile(sizes: Sizes) -> dict:
   steps = max(2, sizes.steps // 5)
   with tempfile.TemporaryDirectory() as directory:
     jax.profiler.start_trace(directory)
-    step_timing.time_steps(step, steps)
+    times = step_timing.time_steps(step, steps)
     jax.profiler.stop_trace()
     ops = trace_stats.top_ops(directory, steps=steps)
-  return {"model": model, "dtype": dtype, "batch": batch, "steps": steps, "top_ops": ops}
+    device_ms = trace_stats.device_ms_per_step(directory, steps=steps)
+    # The trace itself, for reading in TensorBoard / Perfetto after the machine is gone.
+    shutil.copy(trace_stats.newest_trace(directory), os.path.join(_OUT.value,
+                                                                 "profile.trace.json.gz"))
+  return {"model": model, "dtype": dtype, "batch": batch, "steps": steps,
+          "step_ms_while_tracing": round(1e3 * _median(times), 2),
+          "device_ms_per_step": device_ms, "top_ops": ops}
 
 
 def tuning(sizes: Sizes) -> list[dict]:
+  """The goal configuration changed one thing at a time; the baseline is timed first and again
+  last, so that the spread between two timings of one program is in the table too."""
   import jax
   from hybrid_parallel import layers
   model, dtype, batch = sizes.goal
   platform_name = jax.devices()[0].platform
   default_pool = layers.MAX_POOL_BY_PLATFORM.get(platform_name, "argmax")
   other_pool = next(p for p in layers.MAX_POOLS if p != default_pool)
-  variants = {f"baseline (max_pool {default_pool})": ({}, None),
-              f"max_pool {other_pool}": (dict(max_pool=other_pool), None),
-              "no dropout": (dict(dropout_rate=0.0), None)}
+  default_stem = layers.STEM_CONV_BY_PLATFORM.get(platform_name, "direct")
+  other_stem = next(p for p in layers.STEM_CONVS if p != default_stem)
+  baseline = f"baseline (max_pool {default_pool}, stem_conv {default_stem})"
+  # name -> (config overrides, compiler options, PRNG implementation)
+  variants = {baseline: ({}, None, None),
+              f"max_pool {other_pool}": (dict(max_pool=other_pool), None, None),
+              f"stem_conv {other_stem}": (dict(stem_conv=other_stem), None, None),
+              "no dropout": (dict(dropout_rate=0.0), None, None),
+              "dropout bits from unsafe_rbg (not threefry)": ({}, None, "unsafe_rbg")}
   for name, options in OPTION_VARIANTS.get(platform_name, {}).items():
-    variants[name] = ({}, options)
+    variants[name] = ({}, options, None)
   if sizes is DRY:  # one variant of each kind: the code paths, not the figures.
-    variants = dict(list(variants.items())[:2] + list(variants.items())[3:4])
+    variants = {k: v for k, v in variants.items()
+                if k in (baseline, f"max_pool {other_pool}", "dropout bits from unsafe_rbg "
+                         "(not threefry)") or k in OPTION_VARIANTS.get(platform_name, {})}
+  else:
+    variants[baseline + ", again"] = variants[baseline]
   rows = []
-  for name, (overrides, options) in variants.items():
-    row = measure_step(_config(model, dtype, batch, sizes, **overrides), sizes,
-                       compiler_options=options)
+  for name, (overrides, options, prng_impl) in variants.items():
+    default_impl = jax.config.jax_default_prng_impl
+    if prng_impl:  # the state's key, and so every key derived from it in the step.
+      jax.config.update("jax_default_prng_impl", prng_impl)
+    try:
+      row = measure_step(_config(model, dtype, batch, sizes, **overrides), sizes,
+                         compiler_options=options)
+    finally:
+      jax.config.update("jax_default_prng_impl", default_impl)
     rows.append({"variant": name, **row,
                  "vs_baseline": round(row["images_per_sec"] / rows[0]["images_per_sec"], 3)
                  if rows else 1.0})
@@ -297,11 +353,23 @@ def tuning(sizes: Sizes) -> list[dict]:
   return rows
 
 
+# One mocked program compiles and runs in well under this; more is a hang (seen: data 8×1 on
+# JAX 0.11.2 ran out its 291 s).
+MOCK_WORKER_TIMEOUT_S = 120.0
+
+
 def mock_worker(name: str, sizes: Sizes) -> dict:
   """Runs in its own process (`--worker=mock:NAME`) whose environment holds the mocked
   topology (or, dry, the simulated CPU devices)."""
   import jax
   from hybrid_parallel.analysis import hlo_stats
+  # A worker that hangs prints every thread's stack before its parent's time limit stops it.
+  faulthandler.dump_traceback_later(MOCK_WORKER_TIMEOUT_S - 15, exit=False)
+  topology = os.environ.get("JAX_MOCK_GPU_TOPOLOGY")
+  if topology:
+    # JAX 0.11.2 did not take it from the environment alone (one GPU device was all it saw);
+    # the config option, set before the first device query, is the documented way.
+    jax.config.update("jax_mock_gpu_topology", topology)
   model, scheme, data, model_ways, batch = sizes.mock_runs[name]
   config = _config(model, "bfloat16", batch, sizes, parallelism=scheme)
   config.mesh.data, config.mesh.model = data, model_ways
@@ -325,27 +393,30 @@ def mock_worker(name: str, sizes: Sizes) -> dict:
           "all_reduce_bytes": sum(c.bytes for c in all_reduces)}
 
 
-def mock_multi_gpu(sizes: Sizes) -> list[dict]:
+def mock_multi_gpu(sizes: Sizes, *, deadline: float) -> list[dict]:
   rows = []
   for name, (_, _, data, model_ways, _) in sizes.mock_runs.items():
     devices = data * model_ways
     env = ({"JAX_NUM_CPU_DEVICES": str(devices)} if _DRY_RUN.value else
            {"JAX_MOCK_GPU_TOPOLOGY": f"1x{devices}x1"})
-    try:
-      rows.append(_worker(f"mock:{name}", env=env))
-    except RuntimeError as e:  # one scheme's failure leaves the others' rows.
-      rows.append({"name": name, "error": str(e)[-1500:]})
+    remaining = min(deadline - time.perf_counter(), MOCK_WORKER_TIMEOUT_S)
+    if remaining < 30:
+      rows.append({"name": name, "error": "skipped: the time budget was spent"})
+      continue
+    # One scheme's failure leaves the others' rows.
+    measured, error = _worker(f"mock:{name}", env=env, timeout_s=remaining)
+    rows.append(measured[-1] if measured else {"name": name, "error": error})
     print(json.dumps(rows[-1]), flush=True)
   return rows
 
 
-def trainer(sizes: Sizes) -> dict:
+def trainer(sizes: Sizes, *, timeout_s: float) -> dict:
   with tempfile.TemporaryDirectory() as workdir:
     start = time.perf_counter()
     result = subprocess.run(
         [sys.executable, "main.py", "--config=configs/owt8.py", "--config.dataset=synthetic",
          "--config.dtype=bfloat16", *sizes.trainer_args, f"--workdir={workdir}"],
-        cwd=ROOT, capture_output=True, text=True, timeout=1800)
+        cwd=ROOT, capture_output=True, text=True, timeout=timeout_s)
     seconds = time.perf_counter() - start
     if result.returncode != 0:
       raise RuntimeError(f"main.py exited {result.returncode}: {result.stderr[-1500:]}")
@@ -360,7 +431,7 @@ def trainer(sizes: Sizes) -> dict:
           "eval_loss": round(final["eval_loss"], 4), "args": list(sizes.trainer_args)}
 
 
-def notebook(sizes: Sizes) -> dict:
+def notebook(sizes: Sizes, *, timeout_s: float) -> dict:
   try:
     import nbclient
     import nbformat
@@ -374,7 +445,7 @@ def notebook(sizes: Sizes) -> dict:
   os.environ.update(env)  # the kernel inherits this process's environment.
   start = time.perf_counter()
   try:
-    nbclient.NotebookClient(book, timeout=1200, kernel_name="python3",
+    nbclient.NotebookClient(book, timeout=int(timeout_s), kernel_name="python3",
                             resources={"metadata": {"path": os.path.dirname(path)}}).execute()
   finally:
     for k, v in old.items():
@@ -388,16 +459,41 @@ def notebook(sizes: Sizes) -> dict:
           "final": json.loads(printed.strip().splitlines()[-1])}
 
 
-def _worker(part: str, env: dict | None = None):
-  """Runs `--worker=part` in a fresh process and returns the JSON it printed last."""
-  command = [sys.executable, "-m", "benchmarks.accelerator", f"--worker={part}"]
-  if _DRY_RUN.value:
-    command.append("--dry_run")
-  result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=1800,
-                          env={**os.environ, **(env or {})})
-  if result.returncode != 0:
-    raise RuntimeError(f"worker {part} exited {result.returncode}: {result.stderr[-1500:]}")
-  return json.loads(result.stdout.strip().splitlines()[-1])
+def _emit(row: dict) -> None:
+  """A worker's measured row: appended to --worker_rows at once, so that a worker stopped by
+  its time limit (or failing later) still hands back what it measured."""
+  print(json.dumps(row), file=sys.stderr, flush=True)
+  with open(_WORKER_ROWS.value, "a") as f:
+    f.write(json.dumps(row) + "\n")
+
+
+def _worker(part: str, *, timeout_s: float, env: dict | None = None) -> tuple[list, str | None]:
+  """Runs `--worker=part` in a fresh process for at most `timeout_s`.
+
+  Returns (the rows it measured, None) or, if it failed or ran out of time, (the rows measured
+  before that, why it stopped).
+  """
+  with tempfile.TemporaryDirectory() as directory:
+    rows_path = os.path.join(directory, "rows.jsonl")
+    command = [sys.executable, "-m", "benchmarks.accelerator", f"--worker={part}",
+               f"--worker_rows={rows_path}"]
+    if _DRY_RUN.value:
+      command.append("--dry_run")
+    error = None
+    try:
+      result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True,
+                              timeout=timeout_s, env={**os.environ, **(env or {})})
+      if result.returncode != 0:
+        error = f"worker {part} exited {result.returncode}: {result.stderr[-1500:]}"
+    except subprocess.TimeoutExpired as e:
+      stderr = e.stderr.decode() if isinstance(e.stderr, bytes) else (e.stderr or "")
+      error = (f"worker {part} stopped at its time limit ({timeout_s:.0f} s); its last "
+               f"output: {stderr[-2500:]}")
+    rows = []
+    if os.path.exists(rows_path):
+      with open(rows_path) as f:
+        rows = [json.loads(line) for line in f]
+  return rows, error
 
 
 def main(argv):
@@ -405,9 +501,9 @@ def main(argv):
   sizes = DRY if _DRY_RUN.value else PAPER
   if _WORKER.value:
     if _WORKER.value == "pytorch":
-      print(json.dumps(pytorch_worker(sizes)))
+      pytorch_worker(sizes)
     else:
-      print(json.dumps(mock_worker(_WORKER.value.split(":", 1)[1], sizes)))
+      _emit(mock_worker(_WORKER.value.split(":", 1)[1], sizes))
     return
   unknown = set(_SECTIONS.value) - set(SECTIONS)
   if unknown:
@@ -415,13 +511,18 @@ def main(argv):
                          f"{', '.join(SECTIONS)}.")
   os.makedirs(_OUT.value, exist_ok=True)
   report = {"dry_run": _DRY_RUN.value, "sections": {}}
+  for path in _PREVIOUS.value:
+    with open(path) as f:
+      report["sections"].update(json.load(f)["sections"])
   start = time.perf_counter()
+  deadline = start + _BUDGET.value
+  remaining = lambda: max(deadline - time.perf_counter(), 30.0)  # noqa: E731
   run = {"environment": environment, "single_device": lambda: single_device(sizes),
-         "pytorch": lambda: pytorch(sizes, report["sections"].get("single_device", {})
-                                    .get("result", [])),
+         "pytorch": lambda: pytorch(timeout_s=remaining()),
          "profile": lambda: profile(sizes), "tuning": lambda: tuning(sizes),
-         "mock_multi_gpu": lambda: mock_multi_gpu(sizes), "trainer": lambda: trainer(sizes),
-         "notebook": lambda: notebook(sizes)}
+         "mock_multi_gpu": lambda: mock_multi_gpu(sizes, deadline=deadline),
+         "trainer": lambda: trainer(sizes, timeout_s=remaining()),
+         "notebook": lambda: notebook(sizes, timeout_s=remaining())}
   for name in SECTIONS:
     if name not in _SECTIONS.value:
       continue
@@ -440,6 +541,7 @@ def main(argv):
     with open(os.path.join(_OUT.value, "accelerator.json"), "w") as f:
       json.dump(report, f, indent=1)  # after every section: a timeout keeps what was measured.
   report["seconds"] = round(time.perf_counter() - start, 1)
+  compare_with_pytorch(report, sizes)
   with open(os.path.join(_OUT.value, "accelerator.json"), "w") as f:
     json.dump(report, f, indent=1)
   markdown = tables.accelerator_report(report)

@@ -314,8 +314,8 @@ def soak(result) -> str:
 def accelerator_single_device(report) -> str:
   """benchmarks/accelerator.py: our train step on one device."""
   rows = report["sections"]["single_device"]["result"]
-  lines = ["| model | dtype | batch | images/s | step ms | compile s | program GiB | device peak "
-           "GiB | MFU |", "|---|---|---|---|---|---|---|---|---|"]
+  lines = ["| model | dtype | batch | images/s | step ms | compile s | program GiB | process's "
+           "peak GiB so far | MFU |", "|---|---|---|---|---|---|---|---|---|"]
   for r in rows:
     mfu = "—" if r["mfu"] is None else f"{100 * r['mfu']:.1f}%"
     peak = "—" if r["device_peak_gib"] is None else r["device_peak_gib"]
@@ -334,7 +334,9 @@ def accelerator_pytorch(report) -> str:
             "|---|---|---|---|---|"]
   lines += [f"| {r['batch']} | {r['dtype']} | {r['ours_images_per_sec']} | "
             f"{r['best_torch_images_per_sec']} ({r['best_torch_variant']}) | {r['ratio']} |"
-            for r in result["comparison"]]
+            for r in result.get("comparison", [])]
+  if "incomplete" in result:
+    lines += ["", f"Incomplete: {result['incomplete'].splitlines()[0]}"]
   return "\n".join(lines)
 
 

@@ -2,8 +2,12 @@
 
 Reads the `*.trace.json.gz` that `jax.profiler` writes (what `config.profile_steps` and
 `profiling.StepProfiler` produce). An event counts as device work when the runtime tagged it with
-the HLO operation it ran (`args.hlo_op`: XLA:CPU's thunks, XLA:GPU's kernels) or when it lies on a
-device's own timeline (`/device:...`), which holds the GPU kernels.
+the HLO operation it ran (`args.hlo_op`: XLA:CPU's thunks) or when it lies on a device's own
+timeline (`/device:...`), which holds the GPU kernels. When the trace has an accelerator's
+timeline, only that timeline counts: the host threads that launch its kernels carry the same
+`hlo_op` tags, and counting them would add launch time to kernel time. On that timeline only its
+CUDA streams count (`Stream #...`) when it has them, not the lines derived from them (`XLA Ops`,
+`XLA Modules`, `Steps`), which would count each kernel again.
 """
 
 import collections
@@ -21,6 +25,40 @@ def newest_trace(directory: str) -> str:
   return max(traces, key=os.path.getmtime)
 
 
+def _device_time(directory: str):
+  """Device microseconds, calls and a kernel name per operation in the newest trace."""
+  with gzip.open(newest_trace(directory), "rt") as f:
+    events = json.load(f)["traceEvents"]
+  device_names = {e["pid"]: e.get("args", {}).get("name", "") for e in events
+                  if e.get("ph") == "M" and e.get("name") == "process_name"
+                  and "/device:" in e.get("args", {}).get("name", "")}
+  accelerator_only = any("/device:CPU" not in name for name in device_names.values())
+  threads = {(e["pid"], e["tid"]): e.get("args", {}).get("name", "") for e in events
+             if e.get("ph") == "M" and e.get("name") == "thread_name" and "tid" in e}
+  streams = {key for key, name in threads.items()
+             if key[0] in device_names and name.startswith("Stream")}
+  time_us, calls, kernel = collections.Counter(), collections.Counter(), {}
+  for e in events:
+    if e.get("ph") != "X" or "dur" not in e:
+      continue
+    on_device = e["pid"] in device_names
+    op = e.get("args", {}).get("hlo_op")
+    if (accelerator_only and not on_device) or (op is None and not on_device):
+      continue
+    if streams and on_device and (e["pid"], e.get("tid")) not in streams:
+      continue
+    op = op or e["name"]
+    time_us[op] += e["dur"]
+    calls[op] += 1
+    kernel.setdefault(op, e["name"])
+  return time_us, calls, kernel
+
+
+def device_ms_per_step(directory: str, *, steps: int) -> float:
+  """All device time counted in the newest trace under `directory`, per step."""
+  return round(sum(_device_time(directory)[0].values()) / 1e3 / steps, 3)
+
+
 def top_ops(directory: str, *, steps: int, top: int = 15) -> list[dict]:
   """The `top` operations by device time in the newest trace under `directory`.
 
@@ -29,21 +67,7 @@ def top_ops(directory: str, *, steps: int, top: int = 15) -> list[dict]:
     runtime gave none), `ms_per_step` (its summed duration ÷ `steps`), `share` (of all device
     time counted), `calls` and `kernel` (an event name it ran as).
   """
-  with gzip.open(newest_trace(directory), "rt") as f:
-    events = json.load(f)["traceEvents"]
-  device_pids = {e["pid"] for e in events if e.get("ph") == "M" and e.get("name") ==
-                 "process_name" and "/device:" in e.get("args", {}).get("name", "")}
-  time_us, calls, kernel = collections.Counter(), collections.Counter(), {}
-  for e in events:
-    if e.get("ph") != "X" or "dur" not in e:
-      continue
-    op = e.get("args", {}).get("hlo_op")
-    if op is None and e["pid"] not in device_pids:
-      continue
-    op = op or e["name"]
-    time_us[op] += e["dur"]
-    calls[op] += 1
-    kernel.setdefault(op, e["name"])
+  time_us, calls, kernel = _device_time(directory)
   total = sum(time_us.values()) or 1.0
   return [{"op": op, "ms_per_step": round(us / 1e3 / steps, 3), "share": round(us / total, 4),
            "calls": calls[op], "kernel": kernel[op]} for op, us in time_us.most_common(top)]
