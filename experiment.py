@@ -82,6 +82,13 @@ def max_pool(config: ml_collections.ConfigDict, mesh) -> str:
   return config.max_pool
 
 
+def stem_conv(config: ml_collections.ConfigDict, mesh) -> str:
+  """The stem conv's implementation: the config's, or for "auto" the platform's fastest."""
+  if config.stem_conv == "auto":
+    return layers.STEM_CONV_BY_PLATFORM.get(mesh.devices.flat[0].platform, "direct")
+  return config.stem_conv
+
+
 def _sync(config: ml_collections.ConfigDict, plan: partitioning.Plan):
   """How the replicas of a local-SGD scheme meet; None for the synchronous schemes."""
   if plan.scheme == "averaging":
@@ -115,7 +122,8 @@ def build(config: ml_collections.ConfigDict, *, num_classes: int, channels: int,
   mesh = mesh_lib.make_mesh(plan.data, plan.model, devices, auto_axes=config.backend == "gspmd")
   model = models.build(config.model, num_classes, plan.layout, image_size=config.image_size,
                        dropout_rate=config.dropout_rate, sync_batch_norm=config.sync_batch_norm,
-                       dtype=config.dtype, max_pool=max_pool(config, mesh))
+                       dtype=config.dtype, max_pool=max_pool(config, mesh),
+                       stem_conv=stem_conv(config, mesh))
   schedule = make_schedule(config, steps_per_epoch=steps_per_epoch, total_steps=total_steps)
   tx = make_optimizer(config, schedule,
                       norm_axes=schemes.norm_axes(plan, model, backend=config.backend),

@@ -30,6 +30,10 @@ def get_config() -> ml_collections.ConfigDict:
   # reduce_window (XLA's own gradient) or auto (what was measured fastest on the platform;
   # hybrid_parallel/layers.py). The same numbers either way.
   config.max_pool = "auto"
+  # How the 11×11 / 4 stem conv is computed: direct (one strided conv), space_to_depth (a 3×3 / 1
+  # conv over 4×4 blocks of pixels: cuDNN runs 3 input channels badly) or auto (what was measured
+  # fastest on the platform; hybrid_parallel/layers.py). Equal up to float rounding.
+  config.stem_conv = "auto"
 
   # How the synchronous step is partitioned: explicit (jax.shard_map; every collective written
   # out), gspmd (the same PartitionSpecs given to jax.jit, XLA inserting the collectives) or

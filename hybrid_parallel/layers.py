@@ -154,9 +154,9 @@ overlapping_max_pool.defvjp(_max_pool_forward, _max_pool_backward)
 # written for XLA:CPU) or "reduce_window" (flax's `nn.max_pool`, XLA's own gradient). Both give
 # the same values and gradients bit for bit (tests/models_test.py).
 MAX_POOLS = ("argmax", "reduce_window")
-# What "auto" picks on each platform: what was measured fastest there (docs/performance.md). GPU
-# and TPU have not been measured yet (benchmarks/accelerator.py times both); until then they keep
-# the implementation the tests and every measured figure used.
+# What "auto" picks on each platform: what was measured fastest there (docs/performance.md; on
+# an H200, docs/gpu.md: reduce_window 0.85× argmax's images/s). TPU has not been measured; it
+# keeps the implementation the tests and every measured figure used.
 MAX_POOL_BY_PLATFORM = {"cpu": "argmax", "gpu": "argmax", "tpu": "argmax"}
 
 
@@ -165,6 +165,63 @@ def max_pool(x_BHWC: jax.Array, implementation: str = "argmax") -> jax.Array:
   if implementation == "reduce_window":
     return nn.max_pool(x_BHWC, (3, 3), strides=(2, 2))
   return overlapping_max_pool(x_BHWC)
+
+
+def space_to_depth_conv(x_BHWC: jax.Array, kernel_KKCF: jax.Array, stride: int,
+                        padding: int) -> jax.Array:
+  """A stride-`stride` conv computed as a stride-1 conv over stride×stride blocks of pixels.
+
+  The 11×11 / 4 stem sees 3 input channels: cuDNN pads them to 8 and runs it as a narrow
+  implicit GEMM, the slowest conv of the step on a GPU. Regrouping every 4×4 block of pixels into
+  one pixel of 48 channels (and the kernel, zero-padded to 12×12, likewise) gives a 3×3 / 1 conv
+  over 48 channels — the same sums of the same products, in another order (Krizhevsky's
+  cuda-convnet and the MLPerf TPU ResNets do the like). The kernel keeps its 11×11 layout, so
+  parameters, checkpoints and gradients are those of the direct conv.
+  """
+  k, s = kernel_KKCF.shape[0], stride
+  blocks = -(-k // s)  # kernel blocks per side: ceil(11 / 4) = 3.
+  out = (x_BHWC.shape[1] + 2 * padding - k) // s + 1
+  extent = s * (out + blocks - 1)  # input rows the blocked conv reads.
+  high = extent - x_BHWC.shape[1] - padding  # negative crops rows the direct conv never reads.
+  zero = jnp.zeros((), x_BHWC.dtype)
+  x = jax.lax.pad(x_BHWC, zero, [(0, 0, 0), (padding, high, 0), (padding, high, 0), (0, 0, 0)])
+  b, n, c = x.shape[0], extent // s, x.shape[-1]
+  x = x.reshape(b, n, s, n, s, c).transpose(0, 1, 3, 2, 4, 5).reshape(b, n, n, s * s * c)
+  f = kernel_KKCF.shape[-1]
+  w = jnp.pad(kernel_KKCF, [(0, blocks * s - k), (0, blocks * s - k), (0, 0), (0, 0)])
+  w = w.reshape(blocks, s, blocks, s, c, f).transpose(0, 2, 1, 3, 4, 5).reshape(
+      blocks, blocks, s * s * c, f)
+  return jax.lax.conv_general_dilated(x, w, (1, 1), "VALID",
+                                      dimension_numbers=("NHWC", "HWIO", "NHWC"))
+
+
+# How the strided stem conv is computed: "direct" (one strided conv) or "space_to_depth"
+# (`space_to_depth_conv`). Equal up to float rounding (tests/models_test.py).
+STEM_CONVS = ("direct", "space_to_depth")
+# What "auto" picks on each platform: what was measured fastest there (docs/gpu.md on an H200;
+# docs/performance.md on the CPU). TPU has not been measured.
+STEM_CONV_BY_PLATFORM = {"cpu": "direct", "gpu": "space_to_depth", "tpu": "direct"}
+
+
+class _SpaceToDepthConv(nn.Module):
+  """nn.Conv's parameters (names, shapes, initialisers, so the same values from the same key)
+  applied by `space_to_depth_conv`."""
+  features: int
+  kernel: int
+  stride: int
+  padding: int
+  use_bias: bool
+  dtype: jnp.dtype
+
+  @nn.compact
+  def __call__(self, x_BHWC: jax.Array) -> jax.Array:
+    kernel = self.param("kernel", nn.initializers.lecun_normal(),
+                        (self.kernel, self.kernel, x_BHWC.shape[-1], self.features))
+    bias = (self.param("bias", nn.initializers.zeros_init(), (self.features,))
+            if self.use_bias else None)
+    x_BHWC, kernel, bias = nn.dtypes.promote_dtype(x_BHWC, kernel, bias, dtype=self.dtype)
+    y = space_to_depth_conv(x_BHWC, kernel, self.stride, self.padding)
+    return y + bias if bias is not None else y
 
 
 class ShardedConv(nn.Module):
@@ -185,9 +242,13 @@ class ShardedConv(nn.Module):
   groups: int = 1
   use_bias: bool = True
   dtype: jnp.dtype = jnp.float32  # compute dtype; the parameters are float32.
+  implementation: str = "direct"  # STEM_CONVS; space_to_depth needs a stride > 1, one group.
 
   @nn.compact
   def __call__(self, x_BHWC: jax.Array) -> jax.Array:
+    if self.implementation == "space_to_depth" and self.stride > 1 and self.groups == 1:
+      return _SpaceToDepthConv(self.features // self.shards, self.kernel, self.stride,
+                               self.padding, self.use_bias, self.dtype, name="conv")(x_BHWC)
     return nn.Conv(self.features // self.shards, (self.kernel, self.kernel),
                    strides=(self.stride, self.stride), padding=[(self.padding, self.padding)] * 2,
                    feature_group_count=self.groups, use_bias=self.use_bias, dtype=self.dtype,

@@ -152,6 +152,7 @@ class AlexNet(nn.Module):
   sync_batch_norm: bool = False
   dtype: jnp.dtype = jnp.float32
   max_pool: str = "argmax"
+  stem_conv: str = "direct"
 
   @nn.compact
   def __call__(self, x: jax.Array, *, example_ids_B: jax.Array,
@@ -183,6 +184,7 @@ class AlexNet(nn.Module):
         x = layers.ShardedConv(c.features, c.kernel, c.stride, c.padding, shards=m_conv,
                                groups=local_columns if c.within_column else 1,
                                use_bias=not self.arch.batch_norm, dtype=self.dtype,
+                               implementation=self.stem_conv if i == 0 else "direct",
                                name=c.name)(x)
         if self.arch.batch_norm:
           x = layers.BatchNorm(self.layout.conv_batch_axes, self.sync_batch_norm,
@@ -222,7 +224,7 @@ DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
 def build(name: str, num_classes: int, layout: Layout = Layout(), *,
           image_size: int | None = None, dropout_rate: float = 0.5,
           sync_batch_norm: bool = False, dtype: str = "float32",
-          max_pool: str = "argmax") -> AlexNet:
+          max_pool: str = "argmax", stem_conv: str = "direct") -> AlexNet:
   """Looks up `name` in the registry, checks `layout` against it, returns the module."""
   if name not in ARCHITECTURES:
     raise UserError(f"unknown model {name!r}; choose one of {', '.join(ARCHITECTURES)}.")
@@ -231,10 +233,13 @@ def build(name: str, num_classes: int, layout: Layout = Layout(), *,
   if max_pool not in layers.MAX_POOLS:
     raise UserError(f"unknown max_pool {max_pool!r}; choose one of "
                     f"{', '.join(layers.MAX_POOLS)} (or auto).")
+  if stem_conv not in layers.STEM_CONVS:
+    raise UserError(f"unknown stem_conv {stem_conv!r}; choose one of "
+                    f"{', '.join(layers.STEM_CONVS)} (or auto).")
   arch = ARCHITECTURES[name]
   check_layout(name, arch, layout, image_size or arch.image_size)
   return AlexNet(arch, num_classes, layout, dropout_rate, sync_batch_norm, DTYPES[dtype],
-                 max_pool)
+                 max_pool, stem_conv)
 
 
 def input_shape(name: str, image_size: int | None, channels: int, *, batch: int = 1):

@@ -93,23 +93,49 @@ class ModelsTest(parameterized.TestCase):
     np.testing.assert_array_equal(jax.grad(loss(layers.overlapping_max_pool))(x),
                                   jax.grad(loss(reference))(x))
 
-  def test_both_max_pool_implementations_give_the_same_model(self):
+  @parameterized.parameters((224, 11, 4, 2), (64, 11, 4, 2), (67, 11, 4, 2), (32, 11, 4, 0),
+                            (30, 5, 2, 1))
+  def test_space_to_depth_conv_equals_the_strided_conv(self, size, kernel, stride, padding):
+    # 67: the direct conv never reads the last rows, which the blocked form crops.
+    rng = np.random.RandomState(size)
+    x = jnp.asarray(rng.randn(2, size, size, 3), jnp.float32)
+    w = jnp.asarray(rng.randn(kernel, kernel, 3, 4), jnp.float32)
+    direct = lambda x, w: jax.lax.conv_general_dilated(
+        x, w, (stride, stride), [(padding, padding)] * 2,
+        dimension_numbers=("NHWC", "HWIO", "NHWC"))
+    blocked = lambda x, w: layers.space_to_depth_conv(x, w, stride, padding)
+    out = direct(x, w)
+    weights = jnp.asarray(rng.randn(*out.shape), jnp.float32)
+    loss = lambda conv: (lambda x, w: jnp.sum(conv(x, w) * weights))
+    np.testing.assert_allclose(blocked(x, w), out, rtol=1e-5, atol=1e-5 * float(jnp.abs(out).max()))
+    for a, b in zip(jax.grad(loss(blocked), (0, 1))(x, w), jax.grad(loss(direct), (0, 1))(x, w)):
+      np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5 * float(jnp.abs(b).max()))
+
+  def test_every_max_pool_and_stem_conv_gives_the_same_model(self):
     x = jnp.asarray(np.random.RandomState(0).randn(4, 64, 64, 3), jnp.float32)
     ids, key = jnp.arange(4), jax.random.key(1)
     results = []
-    for implementation in layers.MAX_POOLS:
-      net = models.build("alexnet_owt_tiny", 10, image_size=64, max_pool=implementation)
+    for max_pool, stem_conv in (("argmax", "direct"), ("reduce_window", "direct"),
+                                ("argmax", "space_to_depth")):
+      net = models.build("alexnet_owt_tiny", 10, image_size=64, max_pool=max_pool,
+                         stem_conv=stem_conv)
       # Jitted: op by op, every one of the network's operations would compile on its own.
       params = jax.jit(net.init)(jax.random.key(0), x[:1], example_ids_B=ids[:1])["params"]
       loss = lambda p, net=net: jnp.sum(net.apply({"params": p}, x, example_ids_B=ids,
                                                   dropout_key=key) ** 2)
-      results.append(jax.jit(jax.value_and_grad(loss))(params))
-    (loss_a, grads_a), (loss_b, grads_b) = results
-    np.testing.assert_allclose(loss_a, loss_b, rtol=1e-6)
-    jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7), grads_a,
-                 grads_b)
+      results.append((params, *jax.jit(jax.value_and_grad(loss))(params)))
+    params_a, loss_a, grads_a = results[0]
+    for params_b, loss_b, grads_b in results[1:]:
+      # The same parameters (names, shapes, initial values): checkpoints move between them.
+      jax.tree.map(np.testing.assert_array_equal, params_a, params_b)
+      np.testing.assert_allclose(loss_a, loss_b, rtol=1e-6)
+      # Another summation order in conv1: agreement to float32 rounding of each gradient's scale.
+      jax.tree.map(lambda a, b: np.testing.assert_allclose(
+          a, b, rtol=1e-5, atol=1e-5 * float(np.abs(a).max())), grads_a, grads_b)
     with self.assertRaisesRegex(UserError, "unknown max_pool 'average'"):
       models.build("alexnet_owt_tiny", 10, image_size=64, max_pool="average")
+    with self.assertRaisesRegex(UserError, "unknown stem_conv 'fft'"):
+      models.build("alexnet_owt_tiny", 10, image_size=64, stem_conv="fft")
 
   def test_dropout_mask_follows_the_example_not_the_position(self):
     key = jax.random.key(3)
