@@ -6,8 +6,8 @@
   cifar10, cifar100, mnist,
   fashion_mnist                     TensorFlow Datasets, augmented, sharded (tfds_source.py)
 
-A source yields, for this process's rows of every global batch, (images, labels, position): float32
-NHWC images, int32 labels and the *position* after the batch — what a checkpoint stores so that a
+A source yields, for this process's rows of every global batch, (images, labels, position): NHWC
+images (float32 from tfds; uint8 from the in-memory sources, normalised on the devices), int32 labels and the *position* after the batch — what a checkpoint stores so that a
 restart continues with the next batch (for the array sources, the step number; for tfds, every
 input shard's stream position). The global batch of a step depends only on the seed and the
 position: not on the mesh, the scheme or (for tfds, with input_shards a multiple of it) the number
@@ -90,27 +90,41 @@ def start_position(source, step: int, global_batch: int, *, saved=None):
   return saved
 
 
+def _on_device_normaliser(source, sharding: NamedSharding):
+  """uint8 global images → the float32 the model takes, on the devices, for the in-memory
+  sources (tfds batches arrive normalised)."""
+  if not isinstance(source, Dataset):
+    return lambda images: images
+  normalise = jax.jit(arrays.normalise, out_shardings=sharding)
+  return lambda images: normalise(images, source.mean, source.scale)
+
+
 def train_iterator(source, sharding: NamedSharding, global_batch: int, *, seed: int, position,
                    prefetch: int = 2):
   """Yields (images, labels, position) of consecutive steps as global arrays.
 
   `prefetch` batches are on their way to the devices at any time: the one the current step uses
-  and the next (transfers, not computations: they add no step in flight).
+  and the next (transfers, not computations: they add no step in flight; a uint8 batch is
+  normalised as it is handed out).
   """
   host = source.train_batches(global_batch, seed, position, process_rows(global_batch))
+  normalise = _on_device_normaliser(source, sharding)
   on_device = ((*to_global(sharding, images, labels, global_batch=global_batch), next_position)
                for images, labels, next_position in host)
   queue = collections.deque(itertools.islice(on_device, prefetch))
   while queue:
-    yield queue.popleft()
+    images, labels, next_position = queue.popleft()
+    yield normalise(images), labels, next_position
     queue.extend(itertools.islice(on_device, 1))
 
 
 def eval_batches(source, sharding: NamedSharding, batch: int):
   """Yields (images, labels, weights) over the evaluation split as global arrays; padding
   images have weight 0."""
+  normalise = _on_device_normaliser(source, sharding)
   for host_batch in source.eval_batches(batch, process_rows(batch)):
-    yield to_global(sharding, *host_batch, global_batch=batch)
+    images, labels, weights = to_global(sharding, *host_batch, global_batch=batch)
+    yield normalise(images), labels, weights
 
 
 def global_position(position):
