@@ -2,6 +2,10 @@ r"""Everything the project measures on an accelerator, in one process, as one JS
 
   python -m benchmarks.accelerator                   # on a GPU machine: the whole report
   python -m benchmarks.accelerator --dry_run         # anywhere: tiny sizes, every code path
+  python -m benchmarks.accelerator --sections=pytorch,trainer --previous=runs/a/accelerator.json
+                                                     # a report made in several calls, merged
+
+docs/gpu.md is what it measured on an H200 (docs/gpu.json: the merged report).
 
 Writes accelerator.json and accelerator.md (the report's tables) to --out, printing the tables as
 it goes. Sections, in order of importance; each records its seconds and, if it fails, the error
@@ -19,8 +23,10 @@ it goes. Sections, in order of importance; each records its seconds and, if it f
   profile         a jax.profiler trace of bfloat16 alexnet_owt at batch 512: the top operations
                   by device time (analysis/trace_stats.py).
   tuning          the same step changed one thing at a time, each against the baseline in the
-                  same run: the other max-pool implementation (layers.MAX_POOLS), no dropout
-                  (what the per-example dropout RNG costs), and per-platform compiler options.
+                  same run (timed again last, for the spread): the other max-pool and stem-conv
+                  implementations (layers.MAX_POOLS, layers.STEM_CONVS), no dropout and another
+                  PRNG for its bits (what the per-example dropout masks cost), and per-platform
+                  compiler options.
   mock_multi_gpu  8-GPU programs on this one GPU (JAX's mocked GPU topology, below): data 8×1,
                   hybrid 2×2 and 4×2, owt 2×4 and 1×8 at paper sizes in bfloat16, each in its
                   own process: step time as one device sees it, bytes per device, and whether
@@ -35,8 +41,8 @@ of the compute dtype (benchmarks/step_timing.py: H100/H200 989 TFLOP/s bfloat16;
 495 TFLOP/s TF32 peak, since XLA's default precision runs float32 convolutions and matmuls in
 TF32 on these GPUs).
 
-The mocked topology (`JAX_MOCK_GPU_TOPOLOGY=1x8x1`: 8 hosts of one GPU, of which this process
-is host 0, since a process can mock only as many GPUs per host as it has): the program is
+The mocked topology (`jax_mock_gpu_topology = "1x8x1"`: 8 hosts of one GPU, of which this
+process is host 0, since a process can mock only as many GPUs per host as it has): the program is
 compiled for 8 devices and this GPU runs device 0's share of the compute; every collective is
 replaced by a sleep that NCCL's cost model predicts for 8 single-GPU hosts (network links, not
 NVLink). So the step time is one device's compute plus modelled communication, where the

@@ -365,7 +365,10 @@ def accelerator_mock(report) -> str:
            "all-reduces overlapping compute |", "|---|---|---|---|---|---|---|"]
   for r in rows:
     if "error" in r:
-      lines.append(f"| {r['name']} | error: {r['error'].splitlines()[-1][:80]} | | | | | |")
+      # A time limit says so on its first line (then the stacks); an exception on its last.
+      error = r["error"].splitlines()
+      why = error[0].split(";")[0] if "time limit" in error[0] else error[-1]
+      lines.append(f"| {r['name']} | error: {why[:110]} | | | | | |")
       continue
     overlap = (f"{r['all_reduces_with_compute_in_flight']} of {r['async_all_reduces']} async "
                f"({_mb(r['all_reduce_bytes_with_compute_in_flight'])} of "
@@ -375,6 +378,32 @@ def accelerator_mock(report) -> str:
                  f"{r['global_batch']} | {r['step_ms']} | {_mb(r['bytes_per_device'])} | "
                  f"{overlap} |")
   return "\n".join(lines)
+
+
+def accelerator_environment(report) -> str:
+  """benchmarks/accelerator.py: the machine, and the trainer and notebook runs on it."""
+  env = report["sections"]["environment"]["result"]
+  smi = (env.get("nvidia_smi") or "").strip().splitlines()
+  card = dict(zip([h.strip() for h in smi[0].split(",")], [v.strip() for v in smi[1].split(",")])
+              ) if len(smi) == 2 else {}
+  rows = [("date", env["date"]), ("device", f"{env['device_kind']} × {env['device_count']}"),
+          ("driver / CUDA", f"{card.get('driver_version', '?')} / {env['platform_version']}"),
+          ("SM clock (found at / max)", f"{card.get('clocks.current.sm [MHz]', '?')} / "
+                                        f"{card.get('clocks.max.sm [MHz]', '?')}"),
+          ("JAX / jaxlib / Python", f"{env['jax']} / {env['jaxlib']} / {env['python']}"),
+          ("PyTorch", env.get("torch") or "—")]
+  trainer = report["sections"].get("trainer", {}).get("result")
+  if trainer:
+    rows.append(("main.py (owt8's settings on 1×1, bfloat16, batch 256, 224²)",
+                 f"{trainer['steps']} steps in {trainer['wall_clock_s']} s, median "
+                 f"{trainer['images_per_sec_median']} images/s, final train loss "
+                 f"{trainer['final_train_loss']}, eval loss {trainer['eval_loss']}"))
+  notebook = report["sections"].get("notebook", {}).get("result")
+  if notebook and "final" in notebook:
+    final = notebook["final"]
+    rows.append(("notebooks/colab.ipynb", f"{final['steps']} steps of {final['model']} in "
+                 f"{notebook['seconds']} s, eval top-1 {_percent(final['eval_top1'])}"))
+  return "\n".join(["| | |", "|---|---|"] + [f"| {k} | {v} |" for k, v in rows])
 
 
 def accelerator_report(report) -> str:
@@ -418,6 +447,15 @@ SOURCES = {
                           ("pytorch_reference.json", "pytorch_reference_untuned.json")),
     "max_pool": (max_pool, "max_pool.json"),
     "soak": (soak, "soak.json"),
+    "gpu_environment": (accelerator_environment, "gpu.json"),
+    "gpu_single_device": (accelerator_single_device, "gpu.json"),
+    "gpu_pytorch": (accelerator_pytorch, "gpu.json"),
+    "gpu_top_ops": (accelerator_top_ops, "gpu.json"),
+    "gpu_tuning": (accelerator_tuning, "gpu.json"),
+    "gpu_mock": (accelerator_mock, "gpu.json"),
+    "gpu_single_device_direct_stem": (accelerator_single_device, "gpu_direct_stem.json"),
+    "gpu_top_ops_direct_stem": (accelerator_top_ops, "gpu_direct_stem.json"),
+    "gpu_tuning_direct_stem": (accelerator_tuning, "gpu_direct_stem.json"),
 }
 
 

@@ -64,7 +64,9 @@ def _nan_at(bad_index):
   def train_batches(dataset, global_batch, seed, position, shard):
     for images, labels, next_position in real(dataset, global_batch, seed, position, shard):
       if next_position - 1 == bad_index:
-        images = images.copy()
+        # The batch leaves the host as uint8, which holds no NaN: this one goes as float32
+        # (normalised on the devices all the same).
+        images = images.astype(np.float32)
         images[0, 0, 0, 0] = np.nan
       yield images, labels, next_position
 

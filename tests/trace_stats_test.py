@@ -1,5 +1,9 @@
 """The device time per operation read back from a real `jax.profiler` trace."""
 
+import gzip
+import json
+import os
+import shutil
 import tempfile
 
 import jax
@@ -7,6 +11,8 @@ import jax.numpy as jnp
 from absl.testing import absltest
 
 from hybrid_parallel.analysis import trace_stats
+
+DOCS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs")
 
 
 class TraceStatsTest(absltest.TestCase):
@@ -32,6 +38,27 @@ class TraceStatsTest(absltest.TestCase):
     self.assertAlmostEqual(sum(op["share"] for op in ops), 1.0, places=3)
     self.assertEqual([op["ms_per_step"] for op in ops],
                      sorted((op["ms_per_step"] for op in ops), reverse=True))
+
+  def test_a_gpu_trace_counts_its_cuda_stream_only(self):
+    # The H200's trace (docs/gpu.md): only the GPU's kernels count, so their time per step is
+    # below the traced step's.
+    with open(os.path.join(DOCS, "gpu.json")) as f:
+      profile = json.load(f)["sections"]["profile"]["result"]
+    with tempfile.TemporaryDirectory() as directory:
+      trace = os.path.join(directory, "h200.trace.json.gz")
+      shutil.copy(os.path.join(DOCS, "gpu_profile.trace.json.gz"), trace)
+      device_ms = trace_stats.device_ms_per_step(directory, steps=profile["steps"])
+      ops = trace_stats.top_ops(directory, steps=profile["steps"], top=100)
+      with gzip.open(trace, "rt") as f:
+        events = json.load(f)["traceEvents"]
+    self.assertBetween(device_ms, 0.5 * profile["step_ms_while_tracing"],
+                       profile["step_ms_while_tracing"])
+    self.assertAlmostEqual(sum(op["ms_per_step"] for op in ops), device_ms, delta=0.01)
+    host = [e for e in events if e.get("ph") == "X" and "hlo_op" not in e.get("args", {})]
+    self.assertNotEmpty(host)  # the host's events (launches, waits) are not device time.
+    # A cuDNN call's kernel is its GEMM, not the memset that starts it.
+    conv = next(op for op in ops if op["op"].startswith("cudnn-conv-bw-filter"))
+    self.assertIn("gemm", conv["kernel"])
 
   def test_no_trace_is_one_clear_error(self):
     with tempfile.TemporaryDirectory() as directory:

@@ -4,10 +4,10 @@ Reads the `*.trace.json.gz` that `jax.profiler` writes (what `config.profile_ste
 `profiling.StepProfiler` produce). An event counts as device work when the runtime tagged it with
 the HLO operation it ran (`args.hlo_op`: XLA:CPU's thunks) or when it lies on a device's own
 timeline (`/device:...`), which holds the GPU kernels. When the trace has an accelerator's
-timeline, only that timeline counts: the host threads that launch its kernels carry the same
-`hlo_op` tags, and counting them would add launch time to kernel time. On that timeline only its
-CUDA streams count (`Stream #...`) when it has them, not the lines derived from them (`XLA Ops`,
-`XLA Modules`, `Steps`), which would count each kernel again.
+timeline, only that timeline counts, and on it only its CUDA streams (`Stream #...`) when it has
+them: host events tagged with an operation, or lines derived from the streams (`XLA Ops`, `XLA
+Modules`, `Steps`, which profilers of other versions write), would count a kernel twice. (The
+H200 trace in docs/ has kernels on one stream only.)
 """
 
 import collections
@@ -37,7 +37,8 @@ def _device_time(directory: str):
              if e.get("ph") == "M" and e.get("name") == "thread_name" and "tid" in e}
   streams = {key for key, name in threads.items()
              if key[0] in device_names and name.startswith("Stream")}
-  time_us, calls, kernel = collections.Counter(), collections.Counter(), {}
+  time_us, calls = collections.Counter(), collections.Counter()
+  kernel = collections.defaultdict(collections.Counter)
   for e in events:
     if e.get("ph") != "X" or "dur" not in e:
       continue
@@ -50,8 +51,10 @@ def _device_time(directory: str):
     op = op or e["name"]
     time_us[op] += e["dur"]
     calls[op] += 1
-    kernel.setdefault(op, e["name"])
-  return time_us, calls, kernel
+    kernel[op][e["name"]] += e["dur"]
+  # The kernel an operation spent most of its time in (a cuDNN call also runs memsets and
+  # padding kernels).
+  return time_us, calls, {op: names.most_common(1)[0][0] for op, names in kernel.items()}
 
 
 def device_ms_per_step(directory: str, *, steps: int) -> float:
@@ -65,7 +68,7 @@ def top_ops(directory: str, *, steps: int, top: int = 15) -> list[dict]:
   Returns:
     One dict per operation, largest first: `op` (the HLO operation, or the kernel name where the
     runtime gave none), `ms_per_step` (its summed duration ÷ `steps`), `share` (of all device
-    time counted), `calls` and `kernel` (an event name it ran as).
+    time counted), `calls` and `kernel` (the event name it spent most time in).
   """
   time_us, calls, kernel = _device_time(directory)
   total = sum(time_us.values()) or 1.0
