@@ -63,7 +63,7 @@ def compile_step(config, num_classes: int, *, compiler_options: dict | None = No
   size = config.image_size
   # This process's rows only (all of them in one process; a mocked multi-host topology sees one
   # host's share), assembled into the global batch as the input pipeline does.
-  rows = input_pipeline.process_rows(batch)
+  rows = input_pipeline.process_rows(sharding, batch)
   rng = np.random.default_rng(0)
   images = rng.standard_normal((batch, size, size, 3), np.float32)[rows]
   labels = rng.integers(0, num_classes, batch).astype(np.int32)[rows]

@@ -67,11 +67,27 @@ def steps_per_epoch(source, global_batch: int) -> int:
   return steps
 
 
-def process_rows(global_batch: int) -> slice:
-  """This process's contiguous share of a global batch (all of it with one process)."""
-  per_process = global_batch // jax.process_count()
-  start = jax.process_index() * per_process
-  return slice(start, start + per_process)
+def process_rows(sharding: NamedSharding, global_batch: int) -> slice:
+  """The rows of a global batch that this process's devices hold under the batch `sharding`.
+
+  batch / process_count of them when the "data" axis alone crosses processes; more when the
+  "model" axis crosses them too (one GPU per host running hybrid or owt): the devices of one data
+  shard then sit on several hosts, and each of those hosts must feed its device that shard's rows.
+
+  Raises:
+    UserError: if this process's rows are not contiguous (a mesh whose data shards interleave
+      processes), which no source here can read.
+  """
+  rows = sorted({index[0].indices(global_batch)[:2] for index in
+                 sharding.addressable_devices_indices_map((global_batch,)).values()})
+  start, stop = rows[0][0], rows[0][1]
+  for row_start, row_stop in rows[1:]:
+    if row_start > stop:
+      raise UserError(f"process {jax.process_index()} holds rows {rows} of the global batch: not "
+                      f"one contiguous range; order the mesh so each process's data shards are "
+                      f"neighbours.")
+    stop = max(stop, row_stop)
+  return slice(start, stop)
 
 
 def to_global(sharding: NamedSharding, *host_arrays: np.ndarray, global_batch: int):
@@ -107,7 +123,7 @@ def train_iterator(source, sharding: NamedSharding, global_batch: int, *, seed: 
   and the next (transfers, not computations: they add no step in flight; a uint8 batch is
   normalised as it is handed out).
   """
-  host = source.train_batches(global_batch, seed, position, process_rows(global_batch))
+  host = source.train_batches(global_batch, seed, position, process_rows(sharding, global_batch))
   normalise = _on_device_normaliser(source, sharding)
   on_device = ((*to_global(sharding, images, labels, global_batch=global_batch), next_position)
                for images, labels, next_position in host)
@@ -122,18 +138,18 @@ def eval_batches(source, sharding: NamedSharding, batch: int):
   """Yields (images, labels, weights) over the evaluation split as global arrays; padding
   images have weight 0."""
   normalise = _on_device_normaliser(source, sharding)
-  for host_batch in source.eval_batches(batch, process_rows(batch)):
+  for host_batch in source.eval_batches(batch, process_rows(sharding, batch)):
     images, labels, weights = to_global(sharding, *host_batch, global_batch=batch)
     yield normalise(images), labels, weights
 
 
 def global_position(position):
-  """Every shard's position, gathered from the processes that own them (the checkpoint writer
+  """Every shard's position, gathered from the processes that read them (the checkpoint writer
   knows only its own shards'). Positions that are a step number pass through."""
   if isinstance(position, int) or jax.process_count() == 1:
     return position
-  # Each process reports its own shards' entries and -1 elsewhere; the owner's entry is the max.
-  own = np.full(len(position), -1, np.int64)
-  owned = range(*process_rows(len(position)).indices(len(position)))
-  own[owned.start:owned.stop] = np.asarray(position)[owned.start:owned.stop]
-  return [int(p) for p in np.max(multihost_utils.process_allgather(own), axis=0)]
+  # Every process started from the same positions, and a shard's entry moves only in the
+  # processes that read it (one, or several when the model axis crosses processes): the largest
+  # entry of each shard is its position.
+  everyone = multihost_utils.process_allgather(np.asarray(position, np.int64))
+  return [int(p) for p in np.max(everyone, axis=0)]

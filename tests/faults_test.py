@@ -231,6 +231,15 @@ class MultiProcessTest(absltest.TestCase):
         "--config.checkpoint_every_steps=2",
         then=lambda two: self.assertEqual(checkpoints(two), [2, 4]))
 
+  def test_a_model_axis_across_processes_trains_like_one(self):
+    # Model parallel 1×2 on two processes of one device each (one GPU per host): both devices
+    # hold the one data shard, so each process feeds the whole batch (not half of it).
+    self._assert_two_processes_train_like_one(
+        "--config.num_train_steps=4", "--config.log_every_steps=1",
+        "--config.checkpoint_every_steps=4", "--config.parallelism=model",
+        "--config.mesh.data=1", "--config.mesh.model=2",
+        then=lambda two: self.assertEqual(checkpoints(two), [4]))
+
   def test_two_processes_read_their_own_tfds_shards_and_train_like_one(self):
     # Data parallel 4×1: the other mesh the two processes must split like one.
     from tests import tfds_testing  # TensorFlow loads only for this test.
