@@ -155,7 +155,7 @@ overlapping_max_pool.defvjp(_max_pool_forward, _max_pool_backward)
 # the same values and gradients bit for bit (tests/models_test.py).
 MAX_POOLS = ("argmax", "reduce_window")
 # What "auto" picks on each platform: what was measured fastest there (docs/performance.md; on
-# an H200, docs/gpu.md: reduce_window 0.85× argmax's images/s). TPU has not been measured; it
+# an H200, docs/gpu.md: reduce_window 0.78–0.85× argmax's images/s). TPU has not been measured; it
 # keeps the implementation the tests and every measured figure used.
 MAX_POOL_BY_PLATFORM = {"cpu": "argmax", "gpu": "argmax", "tpu": "argmax"}
 
@@ -174,9 +174,10 @@ def space_to_depth_conv(x_BHWC: jax.Array, kernel_KKCF: jax.Array, stride: int,
   The 11×11 / 4 stem sees 3 input channels: cuDNN pads them to 8 and runs it as a narrow
   implicit GEMM, the slowest conv of the step on a GPU. Regrouping every 4×4 block of pixels into
   one pixel of 48 channels (and the kernel, zero-padded to 12×12, likewise) gives a 3×3 / 1 conv
-  over 48 channels — the same sums of the same products, in another order (Krizhevsky's
-  cuda-convnet and the MLPerf TPU ResNets do the like). The kernel keeps its 11×11 layout, so
-  parameters, checkpoints and gradients are those of the direct conv.
+  over 48 channels — the same sums of the same products, in another order (the MLPerf TPU
+  ResNets treat their 7×7 / 2 stem the same way). The kernel keeps its 11×11 layout, so
+  parameters, checkpoints and gradients are those of the direct conv. Square images (as every
+  model here takes).
   """
   k, s = kernel_KKCF.shape[0], stride
   blocks = -(-k // s)  # kernel blocks per side: ceil(11 / 4) = 3.
