@@ -60,6 +60,7 @@ import functools
 import json
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -502,6 +503,25 @@ def _worker(part: str, *, timeout_s: float, env: dict | None = None) -> tuple[li
   return rows, error
 
 
+def without_machine_paths(value):
+  """`value` (a report) with the paths of the machine it ran on taken out of its tracebacks:
+  files of this repository relative to its root, installed packages from `site-packages/` on
+  (the report goes into docs/)."""
+  if isinstance(value, dict):
+    return {k: without_machine_paths(v) for k, v in value.items()}
+  if isinstance(value, list):
+    return [without_machine_paths(v) for v in value]
+  if isinstance(value, str):
+    return re.sub(r"/[^\s\"']*/site-packages/", "site-packages/",
+                  value.replace(ROOT + os.sep, ""))
+  return value
+
+
+def _write(report: dict) -> None:
+  with open(os.path.join(_OUT.value, "accelerator.json"), "w") as f:
+    json.dump(without_machine_paths(report), f, indent=1)
+
+
 def main(argv):
   del argv
   sizes = DRY if _DRY_RUN.value else PAPER
@@ -544,12 +564,11 @@ def main(argv):
     except Exception:  # noqa: BLE001 — one broken section must not cost the others' figures.
       report["sections"][name] = {"error": traceback.format_exc()[-3000:]}
     report["sections"][name]["seconds"] = round(time.perf_counter() - section_start, 1)
-    with open(os.path.join(_OUT.value, "accelerator.json"), "w") as f:
-      json.dump(report, f, indent=1)  # after every section: a timeout keeps what was measured.
+    _write(report)  # after every section: a timeout keeps what was measured.
   report["seconds"] = round(time.perf_counter() - start, 1)
   compare_with_pytorch(report, sizes)
-  with open(os.path.join(_OUT.value, "accelerator.json"), "w") as f:
-    json.dump(report, f, indent=1)
+  report = without_machine_paths(report)
+  _write(report)
   markdown = tables.accelerator_report(report)
   with open(os.path.join(_OUT.value, "accelerator.md"), "w") as f:
     f.write(markdown)

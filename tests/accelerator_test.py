@@ -75,6 +75,14 @@ class DryRunTest(absltest.TestCase):
     else:
       self.assertNotEmpty(result["comparison"])
 
+  def test_tracebacks_lose_the_machines_paths(self):
+    from benchmarks import accelerator
+    report = {"error": f'File "{ROOT}/train.py", line 3\n  File "/usr/lib/python3/site-packages/'
+                       f'jax/_src/api.py", line 9', "rows": [{"seconds": 1.0}]}
+    self.assertEqual(accelerator.without_machine_paths(report),
+                     {"error": 'File "train.py", line 3\n  File "site-packages/jax/_src/api.py",'
+                               ' line 9', "rows": [{"seconds": 1.0}]})
+
   def test_the_report_renders_every_section(self):
     with open(os.path.join(self.out, "accelerator.md")) as f:
       report = f.read()

@@ -25,6 +25,16 @@ BENCHMARKS = sorted(f[:-3] for f in os.listdir(os.path.join(ROOT, "benchmarks"))
 
 class ReadmeTest(absltest.TestCase):
 
+  def test_no_page_or_json_holds_a_path_of_the_machine_it_was_made_on(self):
+    # Benchmarks write tracebacks into their JSON (benchmarks/accelerator.py strips them).
+    docs = os.path.join(ROOT, "docs")
+    for name in ["README.md"] + [os.path.join("docs", f) for f in os.listdir(docs)
+                                 if f.endswith((".md", ".json", ".csv"))]:
+      with open(os.path.join(ROOT, name)) as f:
+        text = f.read()
+      self.assertNotIn(ROOT + os.sep, text, name)
+      self.assertNotRegex(text, r"/[^\s\"']*/site-packages/", name)
+
   def test_short_and_links_every_docs_page(self):
     with open(os.path.join(ROOT, "README.md")) as f:
       readme = f.read()
