@@ -75,18 +75,12 @@ def make_optimizer(config: ml_collections.ConfigDict, schedule: optax.Schedule, 
       fc_updates_per_step=fc_updates_per_step)
 
 
-def max_pool(config: ml_collections.ConfigDict, mesh) -> str:
-  """The max-pool implementation: the config's, or for "auto" the platform's fastest."""
-  if config.max_pool == "auto":
-    return layers.MAX_POOL_BY_PLATFORM.get(mesh.devices.flat[0].platform, "argmax")
-  return config.max_pool
-
-
-def stem_conv(config: ml_collections.ConfigDict, mesh) -> str:
-  """The stem conv's implementation: the config's, or for "auto" the platform's fastest."""
-  if config.stem_conv == "auto":
-    return layers.STEM_CONV_BY_PLATFORM.get(mesh.devices.flat[0].platform, "direct")
-  return config.stem_conv
+def for_platform(choice: str, by_platform: dict[str, str], platform: str) -> str:
+  """A per-platform setting (`config.max_pool`, `config.stem_conv`): the config's choice, or for
+  "auto" what was measured fastest on `platform` (the CPU's choice where unmeasured)."""
+  if choice == "auto":
+    return by_platform.get(platform, by_platform["cpu"])
+  return choice
 
 
 def _sync(config: ml_collections.ConfigDict, plan: partitioning.Plan):
@@ -120,10 +114,14 @@ def build(config: ml_collections.ConfigDict, *, num_classes: int, channels: int,
   partitioning.check_batch(plan, config.global_batch_size, microbatches=config.microbatches)
   partitioning.check_batch(plan, config.eval_batch_size, what="eval_batch_size")
   mesh = mesh_lib.make_mesh(plan.data, plan.model, devices, auto_axes=config.backend == "gspmd")
+  platform = mesh.devices.flat[0].platform
   model = models.build(config.model, num_classes, plan.layout, image_size=config.image_size,
                        dropout_rate=config.dropout_rate, sync_batch_norm=config.sync_batch_norm,
-                       dtype=config.dtype, max_pool=max_pool(config, mesh),
-                       stem_conv=stem_conv(config, mesh))
+                       dtype=config.dtype,
+                       max_pool=for_platform(config.max_pool, layers.MAX_POOL_BY_PLATFORM,
+                                             platform),
+                       stem_conv=for_platform(config.stem_conv, layers.STEM_CONV_BY_PLATFORM,
+                                              platform))
   schedule = make_schedule(config, steps_per_epoch=steps_per_epoch, total_steps=total_steps)
   tx = make_optimizer(config, schedule,
                       norm_axes=schemes.norm_axes(plan, model, backend=config.backend),

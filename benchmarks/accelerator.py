@@ -321,12 +321,13 @@ def tuning(sizes: Sizes) -> list[dict]:
   """The goal configuration changed one thing at a time; the baseline is timed first and again
   last, so that the spread between two timings of one program is in the table too."""
   import jax
+  import experiment
   from hybrid_parallel import layers
   model, dtype, batch = sizes.goal
   platform_name = jax.devices()[0].platform
-  default_pool = layers.MAX_POOL_BY_PLATFORM.get(platform_name, "argmax")
+  default_pool = experiment.for_platform("auto", layers.MAX_POOL_BY_PLATFORM, platform_name)
   other_pool = next(p for p in layers.MAX_POOLS if p != default_pool)
-  default_stem = layers.STEM_CONV_BY_PLATFORM.get(platform_name, "direct")
+  default_stem = experiment.for_platform("auto", layers.STEM_CONV_BY_PLATFORM, platform_name)
   other_stem = next(p for p in layers.STEM_CONVS if p != default_stem)
   baseline = f"baseline (max_pool {default_pool}, stem_conv {default_stem})"
   # name -> (config overrides, compiler options, PRNG implementation)
@@ -567,9 +568,8 @@ def main(argv):
     _write(report)  # after every section: a timeout keeps what was measured.
   report["seconds"] = round(time.perf_counter() - start, 1)
   compare_with_pytorch(report, sizes)
-  report = without_machine_paths(report)
   _write(report)
-  markdown = tables.accelerator_report(report)
+  markdown = tables.accelerator_report(without_machine_paths(report))
   with open(os.path.join(_OUT.value, "accelerator.md"), "w") as f:
     f.write(markdown)
   print(markdown)

@@ -7,8 +7,9 @@
   fashion_mnist                     TensorFlow Datasets, augmented, sharded (tfds_source.py)
 
 A source yields, for this process's rows of every global batch, (images, labels, position): NHWC
-images (float32 from tfds; uint8 from the in-memory sources, normalised on the devices), int32 labels and the *position* after the batch — what a checkpoint stores so that a
-restart continues with the next batch (for the array sources, the step number; for tfds, every
+images (float32 from tfds; uint8 from the in-memory sources, normalised on the devices), int32
+labels and the *position* after the batch — what a checkpoint stores so that a restart continues
+with the next batch (for the array sources, the step number; for tfds, every
 input shard's stream position). The global batch of a step depends only on the seed and the
 position: not on the mesh, the scheme or (for tfds, with input_shards a multiple of it) the number
 of processes.
@@ -112,7 +113,8 @@ def _on_device_normaliser(source, sharding: NamedSharding):
   if not isinstance(source, Dataset):
     return lambda images: images
   normalise = jax.jit(arrays.normalise, out_shardings=sharding)
-  return lambda images: normalise(images, source.mean, source.scale)
+  mean, scale = source.mean, source.scale  # once, not per batch.
+  return lambda images: normalise(images, mean, scale)
 
 
 def train_iterator(source, sharding: NamedSharding, global_batch: int, *, seed: int, position,
