@@ -15,11 +15,14 @@ import numpy as np
 from absl.testing import absltest
 from tensorboard.backend.event_processing import event_accumulator
 
+import train
+from configs import hybrid4
 from hybrid_parallel import checkpointing
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TINY = ["--config=configs/hybrid4.py", "--config.model=alexnet_tiny",
-        "--config.global_batch_size=64", "--config.eval_every_steps=100000"]
+# configs/hybrid4.py with these fields, for every run here.
+TINY_FIELDS = {"model": "alexnet_tiny", "global_batch_size": 64, "eval_every_steps": 100000}
+TINY = ["--config=configs/hybrid4.py", *[f"--config.{k}={v}" for k, v in TINY_FIELDS.items()]]
 
 
 def command(workdir, *args):
@@ -77,7 +80,7 @@ def losses(workdir):
 
 
 def tree_leaves(tree):
-  """Leaves of nested dicts / lists in key order (numpy only: this process needs no devices)."""
+  """Leaves of nested dicts / lists in key order (of the numpy trees `saved_state` reads)."""
   if isinstance(tree, dict):
     return [leaf for key in sorted(tree) for leaf in tree_leaves(tree[key])]
   if isinstance(tree, (list, tuple)):
@@ -214,11 +217,18 @@ class MultiProcessTest(absltest.TestCase):
     return [start(workdir, *args, f"--coordinator_address=127.0.0.1:{port}", "--num_processes=2",
                   f"--process_id={i}") for i in range(2)]
 
-  def _assert_two_processes_train_like_one(self, *args, then):
-    """Runs main.py with `args` in one process (beside) and in two; the two log steps 1-4 with the
-    one's losses. `then(workdir of the two)` checks the rest while the workdirs exist."""
+  def _assert_two_processes_train_like_one(self, fields, *, then):
+    """Runs main.py with the config `fields` in two processes and, meanwhile, the same config in
+    this one (what main.py runs, less the process start: train.train_and_evaluate); the two log
+    steps 1-4 with the one's losses. `then(workdir of the two)` checks the rest while the
+    workdirs exist."""
+    config = hybrid4.get_config()
+    config.update_from_flattened_dict({**TINY_FIELDS, **fields})
     with tempfile.TemporaryDirectory() as one, tempfile.TemporaryDirectory() as two:
-      finish(start(one, *args), *self._two_processes(two, *args))
+      processes = self._two_processes(two, *[f"--config.{k}={v}" for k, v in fields.items()])
+      self.addCleanup(lambda: [p.kill() for p in processes if p.poll() is None])
+      train.train_and_evaluate(config, one)
+      finish(*processes)
       self.assertEqual(sorted(losses(two)), [1, 2, 3, 4])
       np.testing.assert_allclose(list(losses(two).values()), list(losses(one).values()),
                                  rtol=1e-5)
@@ -227,29 +237,25 @@ class MultiProcessTest(absltest.TestCase):
   def test_two_processes_train_like_one(self):
     # hybrid 2×2 (the default of these runs); checkpoints written collectively, readable by one.
     self._assert_two_processes_train_like_one(
-        "--config.num_train_steps=4", "--config.log_every_steps=1",
-        "--config.checkpoint_every_steps=2",
+        {"num_train_steps": 4, "log_every_steps": 1, "checkpoint_every_steps": 2},
         then=lambda two: self.assertEqual(checkpoints(two), [2, 4]))
 
   def test_a_model_axis_across_processes_trains_like_one(self):
     # Model parallel 1×2 on two processes of one device each (one GPU per host): both devices
     # hold the one data shard, so each process feeds the whole batch (not half of it).
     self._assert_two_processes_train_like_one(
-        "--config.num_train_steps=4", "--config.log_every_steps=1",
-        "--config.checkpoint_every_steps=4", "--config.parallelism=model",
-        "--config.mesh.data=1", "--config.mesh.model=2",
+        {"num_train_steps": 4, "log_every_steps": 1, "checkpoint_every_steps": 4,
+         "parallelism": "model", "mesh.data": 1, "mesh.model": 2},
         then=lambda two: self.assertEqual(checkpoints(two), [4]))
 
   def test_two_processes_read_their_own_tfds_shards_and_train_like_one(self):
     # Data parallel 4×1: the other mesh the two processes must split like one.
     from tests import tfds_testing  # TensorFlow loads only for this test.
     self._assert_two_processes_train_like_one(
-        "--config.num_train_steps=4", "--config.log_every_steps=1", "--config.dataset=mnist",
-        f"--config.data_dir={tfds_testing.prepared_mnist_dir()}",
-        "--config.tfds_download=False", "--config.input_shards=4",
-        "--config.global_batch_size=8", "--config.eval_batch_size=8",
-        "--config.checkpoint_every_steps=4", "--config.parallelism=data",
-        "--config.mesh.data=4", "--config.mesh.model=1",
+        {"num_train_steps": 4, "log_every_steps": 1, "dataset": "mnist",
+         "data_dir": tfds_testing.prepared_mnist_dir(), "tfds_download": False,
+         "input_shards": 4, "global_batch_size": 8, "eval_batch_size": 8,
+         "checkpoint_every_steps": 4, "parallelism": "data", "mesh.data": 4, "mesh.model": 1},
         # 4 steps × 2 rows of each shard.
         then=lambda two: self.assertEqual(data_position(two, 4), [8, 8, 8, 8]))
 
