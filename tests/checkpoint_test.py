@@ -161,5 +161,26 @@ class CorruptCheckpointTest(absltest.TestCase):
         checkpointer.restore_latest(target)
 
 
+class ReplicatedWriteTest(absltest.TestCase):
+
+  def test_replicated_arrays_are_written_whole_without_slice_programs(self):
+    # orbax's replica-parallel writing would compile one slice program per array shape here;
+    # on CPU devices (one host's memory) the checkpointer writes each replicated array whole.
+    mesh = jax.make_mesh((4,), ("data",), devices=jax.devices()[:4])
+    replicated = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
+    state = {f"w{n}": jax.device_put(jnp.arange(n * 8, dtype=jnp.float32), replicated)
+             for n in (3, 5, 7)}
+    with tempfile.TemporaryDirectory() as directory:
+      with jax.log_compiles(True), self.assertLogs(level="WARNING") as logs:
+        checkpointer = checkpointing.Checkpointer(directory, 1, 1, {})
+        checkpointer.save(1, state)
+        checkpointer.close()
+        logging.warning("end")
+      restored = checkpointing.read_numpy(directory, 1)
+    self.assertEqual([line for line in logs.output if "compilation of jit(slice)" in line], [])
+    for name, array in state.items():
+      np.testing.assert_array_equal(restored[name], np.asarray(array))
+
+
 if __name__ == "__main__":
   absltest.main()
