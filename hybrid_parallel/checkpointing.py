@@ -186,7 +186,7 @@ def _state_handler() -> ocp.PyTreeCheckpointHandler:
   devices share their host's memory, so there the slices gain nothing: one replica writes the
   whole array. Elsewhere orbax's defaults stand.
   """
-  if jax.devices()[0].platform != "cpu":
+  if jax.default_backend() != "cpu":
     return ocp.PyTreeCheckpointHandler()
   handlers = ocp.type_handlers
   return ocp.PyTreeCheckpointHandler(type_handler_registry=handlers.create_type_handler_registry(

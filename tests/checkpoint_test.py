@@ -1,6 +1,7 @@
 """Checkpoints in the real loop: resume across schemes, NaN guard, corrupt-checkpoint fallback."""
 
 import os
+import re
 import tempfile
 from unittest import mock
 
@@ -177,7 +178,8 @@ class ReplicatedWriteTest(absltest.TestCase):
         checkpointer.close()
         logging.warning("end")
       restored = checkpointing.read_numpy(directory, 1)
-    self.assertEqual([line for line in logs.output if "compilation of jit(slice)" in line], [])
+    # A slice program compiled, or read back from the suite's compilation cache.
+    self.assertEqual([line for line in logs.output if re.search(r"jit[(_]slice\b", line)], [])
     for name, array in state.items():
       np.testing.assert_array_equal(restored[name], np.asarray(array))
 

@@ -22,7 +22,13 @@ from hybrid_parallel import checkpointing
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # configs/hybrid4.py with these fields, for every run here.
 TINY_FIELDS = {"model": "alexnet_tiny", "global_batch_size": 64, "eval_every_steps": 100000}
-TINY = ["--config=configs/hybrid4.py", *[f"--config.{k}={v}" for k, v in TINY_FIELDS.items()]]
+
+
+def config_flags(fields: dict) -> list[str]:
+  return [f"--config.{k}={v}" for k, v in fields.items()]
+
+
+TINY = ["--config=configs/hybrid4.py", *config_flags(TINY_FIELDS)]
 
 
 def command(workdir, *args):
@@ -225,7 +231,7 @@ class MultiProcessTest(absltest.TestCase):
     config = hybrid4.get_config()
     config.update_from_flattened_dict({**TINY_FIELDS, **fields})
     with tempfile.TemporaryDirectory() as one, tempfile.TemporaryDirectory() as two:
-      processes = self._two_processes(two, *[f"--config.{k}={v}" for k, v in fields.items()])
+      processes = self._two_processes(two, *config_flags(fields))
       self.addCleanup(lambda: [p.kill() for p in processes if p.poll() is None])
       train.train_and_evaluate(config, one)
       finish(*processes)
