@@ -76,8 +76,9 @@ def make_optimizer(config: ml_collections.ConfigDict, schedule: optax.Schedule, 
 
 
 def for_platform(choice: str, by_platform: dict[str, str], platform: str) -> str:
-  """A per-platform setting (`config.max_pool`, `config.stem_conv`): the config's choice, or for
-  "auto" what was measured fastest on `platform` (the CPU's choice where unmeasured)."""
+  """A per-platform setting (`config.max_pool`, `stem_conv`, `grouped_conv`): the config's
+  choice, or for "auto" what was measured fastest on `platform` (the CPU's choice where
+  unmeasured)."""
   if choice == "auto":
     return by_platform.get(platform, by_platform["cpu"])
   return choice
@@ -121,7 +122,9 @@ def build(config: ml_collections.ConfigDict, *, num_classes: int, channels: int,
                        max_pool=for_platform(config.max_pool, layers.MAX_POOL_BY_PLATFORM,
                                              platform),
                        stem_conv=for_platform(config.stem_conv, layers.STEM_CONV_BY_PLATFORM,
-                                              platform))
+                                              platform),
+                       grouped_conv=for_platform(config.grouped_conv,
+                                                 layers.GROUPED_CONV_BY_PLATFORM, platform))
   schedule = make_schedule(config, steps_per_epoch=steps_per_epoch, total_steps=total_steps)
   tx = make_optimizer(config, schedule,
                       norm_axes=schemes.norm_axes(plan, model, backend=config.backend),

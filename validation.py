@@ -131,6 +131,7 @@ FIELDS: dict[str, Check] = {
     "tune_xla_cpu": boolean,
     "max_pool": one_of(("auto",) + layers.MAX_POOLS),
     "stem_conv": one_of(("auto",) + layers.STEM_CONVS),
+    "grouped_conv": one_of(("auto",) + layers.GROUPED_CONVS),
     "backend": one_of(common.BACKENDS),
     "parallelism": one_of(partitioning.SCHEMES),
     "mesh.data": integer(1),

@@ -288,6 +288,19 @@ def max_pool(rows) -> str:
   return "\n".join(lines)
 
 
+def grouped_conv(result) -> str:
+  """benchmarks/grouped_conv.py: one grouped XLA convolution against one conv per column."""
+  lines = ["| what | input | feature_group_count ms | per_group ms | speed-up |",
+           "|---|---|---|---|---|"]
+  lines += [f"| alexnet {r['layer']}, forward + backward | {tuple(r['input'])} | "
+            f"{r['feature_group_count_ms']} | {r['per_group_ms']} | {r['speedup']} |"
+            for r in result["layers"]]
+  lines += [f"| {r['model']} single-device training step | ({r['batch']}, {r['image_size']}, "
+            f"{r['image_size']}, 3) | {r['feature_group_count_step_ms']} | "
+            f"{r['per_group_step_ms']} | {r['speedup']} |" for r in result["steps"]]
+  return "\n".join(lines)
+
+
 def soak(result) -> str:
   """benchmarks/soak.py: a run killed and restarted again and again against an uninterrupted one."""
   yes = lambda x: "yes" if x is True else ("no" if x is False else x)
@@ -446,6 +459,7 @@ SOURCES = {
     "pytorch_reference": (pytorch_reference,
                           ("pytorch_reference.json", "pytorch_reference_untuned.json")),
     "max_pool": (max_pool, "max_pool.json"),
+    "grouped_conv": (grouped_conv, "grouped_conv.json"),
     "soak": (soak, "soak.json"),
     "gpu_environment": (accelerator_environment, "gpu.json"),
     "gpu_single_device": (accelerator_single_device, "gpu.json"),

@@ -34,6 +34,11 @@ def get_config() -> ml_collections.ConfigDict:
   # conv over 4×4 blocks of pixels: cuDNN runs 3 input channels badly) or auto (what was measured
   # fastest on the platform; hybrid_parallel/layers.py). Equal up to float rounding.
   config.stem_conv = "auto"
+  # How a conv connected only within its column (two-column nets, both columns on one device) is
+  # computed: feature_group_count (one grouped XLA convolution), per_group (one conv per column,
+  # concatenated: XLA:CPU's grouped-conv gradient is slow) or auto (what was measured fastest on
+  # the platform; hybrid_parallel/layers.py). Equal up to float rounding.
+  config.grouped_conv = "auto"
 
   # How the synchronous step is partitioned: explicit (jax.shard_map; every collective written
   # out), gspmd (the same PartitionSpecs given to jax.jit, XLA inserting the collectives) or

@@ -225,6 +225,58 @@ class _SpaceToDepthConv(nn.Module):
     return y + bias if bias is not None else y
 
 
+def per_group_conv(x_BHWC: jax.Array, kernel_KKCF: jax.Array, stride: int, padding: int,
+                   groups: int) -> jax.Array:
+  """A grouped conv (`feature_group_count = groups`) computed as one conv per group, their
+  outputs concatenated: the same sums over the same channels.
+
+  XLA:CPU runs a grouped conv's gradient through a slow generic path: for the two-column
+  AlexNet's conv2/4/5 on one device the backward pass took 7–14× as long as that of the same conv
+  split into its groups, most of the single-device step (docs/performance.md). Each group's conv
+  here is the conv a model device runs when the columns are split over "model".
+  """
+  convs = [jax.lax.conv_general_dilated(
+      x, w, (stride, stride), [(padding, padding)] * 2,
+      dimension_numbers=("NHWC", "HWIO", "NHWC"))
+      for x, w in zip(jnp.split(x_BHWC, groups, axis=-1), jnp.split(kernel_KKCF, groups, axis=-1))]
+  return jnp.concatenate(convs, axis=-1)
+
+
+# How a conv connected only within its column ("groups" > 1: conv2, conv4 and conv5 of the
+# two-column net on a device holding both columns) is computed: "feature_group_count" (one XLA
+# grouped convolution) or "per_group" (`per_group_conv`). Equal up to float rounding
+# (tests/models_test.py).
+GROUPED_CONVS = ("feature_group_count", "per_group")
+# What "auto" picks on each platform: what was measured fastest there (docs/performance.md on the
+# CPU). GPUs and TPUs have grouped-conv kernels of their own and have not been measured; they
+# keep XLA's grouped convolution.
+GROUPED_CONV_BY_PLATFORM = {"cpu": "per_group", "gpu": "feature_group_count",
+                            "tpu": "feature_group_count"}
+
+
+class _PerGroupConv(nn.Module):
+  """nn.Conv's grouped parameters (names, shapes, initialisers, so the same values from the same
+  key) applied by `per_group_conv`."""
+  features: int
+  kernel: int
+  stride: int
+  padding: int
+  groups: int
+  use_bias: bool
+  dtype: jnp.dtype
+
+  @nn.compact
+  def __call__(self, x_BHWC: jax.Array) -> jax.Array:
+    kernel = self.param("kernel", nn.initializers.lecun_normal(),
+                        (self.kernel, self.kernel, x_BHWC.shape[-1] // self.groups,
+                         self.features))
+    bias = (self.param("bias", nn.initializers.zeros_init(), (self.features,))
+            if self.use_bias else None)
+    x_BHWC, kernel, bias = nn.dtypes.promote_dtype(x_BHWC, kernel, bias, dtype=self.dtype)
+    y = per_group_conv(x_BHWC, kernel, self.stride, self.padding, self.groups)
+    return y + bias if bias is not None else y
+
+
 class ShardedConv(nn.Module):
   """A conv whose output filters are split `shards` ways over "model" (Krizhevsky's columns).
 
@@ -244,12 +296,16 @@ class ShardedConv(nn.Module):
   use_bias: bool = True
   dtype: jnp.dtype = jnp.float32  # compute dtype; the parameters are float32.
   implementation: str = "direct"  # STEM_CONVS; space_to_depth needs a stride > 1, one group.
+  grouped: str = "feature_group_count"  # GROUPED_CONVS: how a conv of several groups runs.
 
   @nn.compact
   def __call__(self, x_BHWC: jax.Array) -> jax.Array:
     if self.implementation == "space_to_depth" and self.stride > 1 and self.groups == 1:
       return _SpaceToDepthConv(self.features // self.shards, self.kernel, self.stride,
                                self.padding, self.use_bias, self.dtype, name="conv")(x_BHWC)
+    if self.grouped == "per_group" and self.groups > 1:
+      return _PerGroupConv(self.features // self.shards, self.kernel, self.stride, self.padding,
+                           self.groups, self.use_bias, self.dtype, name="conv")(x_BHWC)
     return nn.Conv(self.features // self.shards, (self.kernel, self.kernel),
                    strides=(self.stride, self.stride), padding=[(self.padding, self.padding)] * 2,
                    feature_group_count=self.groups, use_bias=self.use_bias, dtype=self.dtype,

@@ -144,6 +144,9 @@ class AlexNet(nn.Module):
       of the activation collectives); parameters, gradients, normalisation statistics and logits
       stay float32 (mixed precision).
     max_pool: how the max-pools are computed (`layers.MAX_POOLS`; the same numbers either way).
+    stem_conv: how the strided stem conv is computed (`layers.STEM_CONVS`).
+    grouped_conv: how a conv connected only within its column is computed on a device holding
+      several columns (`layers.GROUPED_CONVS`).
   """
   arch: Architecture
   num_classes: int
@@ -153,6 +156,7 @@ class AlexNet(nn.Module):
   dtype: jnp.dtype = jnp.float32
   max_pool: str = "argmax"
   stem_conv: str = "direct"
+  grouped_conv: str = "feature_group_count"
 
   @nn.compact
   def __call__(self, x: jax.Array, *, example_ids_B: jax.Array,
@@ -185,7 +189,7 @@ class AlexNet(nn.Module):
                                groups=local_columns if c.within_column else 1,
                                use_bias=not self.arch.batch_norm, dtype=self.dtype,
                                implementation=self.stem_conv if i == 0 else "direct",
-                               name=c.name)(x)
+                               grouped=self.grouped_conv, name=c.name)(x)
         if self.arch.batch_norm:
           x = layers.BatchNorm(self.layout.conv_batch_axes, self.sync_batch_norm,
                                name=f"{c.name}_bn")(x, train=dropout_key is not None)
@@ -224,7 +228,8 @@ DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
 def build(name: str, num_classes: int, layout: Layout = Layout(), *,
           image_size: int | None = None, dropout_rate: float = 0.5,
           sync_batch_norm: bool = False, dtype: str = "float32",
-          max_pool: str = "argmax", stem_conv: str = "direct") -> AlexNet:
+          max_pool: str = "argmax", stem_conv: str = "direct",
+          grouped_conv: str = "feature_group_count") -> AlexNet:
   """Looks up `name` in the registry, checks `layout` against it, returns the module."""
   if name not in ARCHITECTURES:
     raise UserError(f"unknown model {name!r}; choose one of {', '.join(ARCHITECTURES)}.")
@@ -236,10 +241,13 @@ def build(name: str, num_classes: int, layout: Layout = Layout(), *,
   if stem_conv not in layers.STEM_CONVS:
     raise UserError(f"unknown stem_conv {stem_conv!r}; choose one of "
                     f"{', '.join(layers.STEM_CONVS)} (or auto).")
+  if grouped_conv not in layers.GROUPED_CONVS:
+    raise UserError(f"unknown grouped_conv {grouped_conv!r}; choose one of "
+                    f"{', '.join(layers.GROUPED_CONVS)} (or auto).")
   arch = ARCHITECTURES[name]
   check_layout(name, arch, layout, image_size or arch.image_size)
   return AlexNet(arch, num_classes, layout, dropout_rate, sync_batch_norm, DTYPES[dtype],
-                 max_pool, stem_conv)
+                 max_pool, stem_conv, grouped_conv)
 
 
 def input_shape(name: str, image_size: int | None, channels: int, *, batch: int = 1):

@@ -111,6 +111,36 @@ class ModelsTest(parameterized.TestCase):
     for a, b in zip(jax.grad(loss(blocked), (0, 1))(x, w), jax.grad(loss(direct), (0, 1))(x, w)):
       np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5 * float(jnp.abs(b).max()))
 
+  def test_per_group_conv_is_the_grouped_conv(self):
+    rng = np.random.RandomState(0)
+    x = jnp.asarray(rng.randn(2, 9, 9, 8), jnp.float32)
+    results = []
+    for grouped in layers.GROUPED_CONVS:
+      conv = layers.ShardedConv(6, 3, 1, 1, groups=2, grouped=grouped)
+      params = conv.init(jax.random.key(0), x)
+      loss = lambda p, x, conv=conv: jnp.sum(conv.apply(p, x) ** 2)
+      results.append((params, conv.apply(params, x), jax.grad(loss, (0, 1))(params, x)))
+    (params_a, out_a, grads_a), (params_b, out_b, grads_b) = results
+    jax.tree.map(np.testing.assert_array_equal, params_a, params_b)  # checkpoints move across.
+    self.assertEqual(params_a["params"]["conv"]["kernel"].shape, (3, 3, 4, 6))
+    np.testing.assert_allclose(out_b, out_a, rtol=1e-5, atol=1e-5)
+    jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-4), grads_b,
+                 grads_a)
+    # The second column's outputs come from the second column's inputs only.
+    changed = x.at[..., :4].set(0.0)
+    np.testing.assert_array_equal(conv.apply(params_b, changed)[..., 3:], out_b[..., 3:])
+    # The two-column net on one device: conv2, conv4 and conv5 are grouped convolutions, or none.
+    params = abstract_params("alexnet_tiny", 10, 64)
+    grouped = {}
+    for name in layers.GROUPED_CONVS:
+      net = models.build("alexnet_tiny", 10, image_size=64, grouped_conv=name)
+      text = jax.jit(functools.partial(net.apply, example_ids_B=jnp.zeros(2, jnp.int32))).lower(
+          {"params": params}, jnp.zeros((2, 64, 64, 3))).as_text()
+      grouped[name] = text.count("feature_group_count = 2")
+    self.assertEqual(grouped, {"feature_group_count": 3, "per_group": 0})
+    with self.assertRaisesRegex(UserError, "unknown grouped_conv 'fft'"):
+      models.build("alexnet_tiny", 10, image_size=64, grouped_conv="fft")
+
   def test_every_max_pool_and_stem_conv_gives_the_same_model(self):
     x = jnp.asarray(np.random.RandomState(0).randn(4, 64, 64, 3), jnp.float32)
     ids, key = jnp.arange(4), jax.random.key(1)
