@@ -13,6 +13,9 @@ need no gradient (labels, weights, example ids) are gathered as *invariant*
 (`replicate_over_model`).
 """
 
+import functools
+from collections.abc import Callable
+
 import jax
 import jax.numpy as jnp
 from flax import linen as nn
@@ -204,42 +207,20 @@ STEM_CONVS = ("direct", "space_to_depth")
 STEM_CONV_BY_PLATFORM = {"cpu": "direct", "gpu": "space_to_depth", "tpu": "direct"}
 
 
-class _SpaceToDepthConv(nn.Module):
-  """nn.Conv's parameters (names, shapes, initialisers, so the same values from the same key)
-  applied by `space_to_depth_conv`."""
-  features: int
-  kernel: int
-  stride: int
-  padding: int
-  use_bias: bool
-  dtype: jnp.dtype
-
-  @nn.compact
-  def __call__(self, x_BHWC: jax.Array) -> jax.Array:
-    kernel = self.param("kernel", nn.initializers.lecun_normal(),
-                        (self.kernel, self.kernel, x_BHWC.shape[-1], self.features))
-    bias = (self.param("bias", nn.initializers.zeros_init(), (self.features,))
-            if self.use_bias else None)
-    x_BHWC, kernel, bias = nn.dtypes.promote_dtype(x_BHWC, kernel, bias, dtype=self.dtype)
-    y = space_to_depth_conv(x_BHWC, kernel, self.stride, self.padding)
-    return y + bias if bias is not None else y
-
-
 def per_group_conv(x_BHWC: jax.Array, kernel_KKCF: jax.Array, stride: int, padding: int,
                    groups: int) -> jax.Array:
   """A grouped conv (`feature_group_count = groups`) computed as one conv per group, their
   outputs concatenated: the same sums over the same channels.
 
-  XLA:CPU runs a grouped conv's gradient through a slow generic path: for the two-column
-  AlexNet's conv2/4/5 on one device the backward pass took 7–14× as long as that of the same conv
-  split into its groups, most of the single-device step (docs/performance.md). Each group's conv
-  here is the conv a model device runs when the columns are split over "model".
+  XLA:CPU computes a grouped conv's gradient slowly: forward + backward of the two-column
+  AlexNet's conv2/4/5 with both columns on one device took 5.7–6.4× as long as this
+  (docs/performance.md). Each group's conv here is the conv a model device runs when the columns
+  are split over "model".
   """
-  convs = [jax.lax.conv_general_dilated(
+  pairs = zip(jnp.split(x_BHWC, groups, axis=-1), jnp.split(kernel_KKCF, groups, axis=-1))
+  return jnp.concatenate([jax.lax.conv_general_dilated(
       x, w, (stride, stride), [(padding, padding)] * 2,
-      dimension_numbers=("NHWC", "HWIO", "NHWC"))
-      for x, w in zip(jnp.split(x_BHWC, groups, axis=-1), jnp.split(kernel_KKCF, groups, axis=-1))]
-  return jnp.concatenate(convs, axis=-1)
+      dimension_numbers=("NHWC", "HWIO", "NHWC")) for x, w in pairs], axis=-1)
 
 
 # How a conv connected only within its column ("groups" > 1: conv2, conv4 and conv5 of the
@@ -254,16 +235,15 @@ GROUPED_CONV_BY_PLATFORM = {"cpu": "per_group", "gpu": "feature_group_count",
                             "tpu": "feature_group_count"}
 
 
-class _PerGroupConv(nn.Module):
-  """nn.Conv's grouped parameters (names, shapes, initialisers, so the same values from the same
-  key) applied by `per_group_conv`."""
+class _ConvParameters(nn.Module):
+  """nn.Conv's parameters (names, shapes, initialisers, so the same values from the same key)
+  applied by `conv(inputs, kernel)`: a conv computed in another way than nn.Conv's one op."""
   features: int
   kernel: int
-  stride: int
-  padding: int
   groups: int
   use_bias: bool
   dtype: jnp.dtype
+  conv: Callable[[jax.Array, jax.Array], jax.Array]
 
   @nn.compact
   def __call__(self, x_BHWC: jax.Array) -> jax.Array:
@@ -273,7 +253,7 @@ class _PerGroupConv(nn.Module):
     bias = (self.param("bias", nn.initializers.zeros_init(), (self.features,))
             if self.use_bias else None)
     x_BHWC, kernel, bias = nn.dtypes.promote_dtype(x_BHWC, kernel, bias, dtype=self.dtype)
-    y = per_group_conv(x_BHWC, kernel, self.stride, self.padding, self.groups)
+    y = self.conv(x_BHWC, kernel)
     return y + bias if bias is not None else y
 
 
@@ -300,12 +280,15 @@ class ShardedConv(nn.Module):
 
   @nn.compact
   def __call__(self, x_BHWC: jax.Array) -> jax.Array:
+    conv = None
     if self.implementation == "space_to_depth" and self.stride > 1 and self.groups == 1:
-      return _SpaceToDepthConv(self.features // self.shards, self.kernel, self.stride,
-                               self.padding, self.use_bias, self.dtype, name="conv")(x_BHWC)
-    if self.grouped == "per_group" and self.groups > 1:
-      return _PerGroupConv(self.features // self.shards, self.kernel, self.stride, self.padding,
-                           self.groups, self.use_bias, self.dtype, name="conv")(x_BHWC)
+      conv = functools.partial(space_to_depth_conv, stride=self.stride, padding=self.padding)
+    elif self.grouped == "per_group" and self.groups > 1:
+      conv = functools.partial(per_group_conv, stride=self.stride, padding=self.padding,
+                               groups=self.groups)
+    if conv is not None:
+      return _ConvParameters(self.features // self.shards, self.kernel, self.groups,
+                             self.use_bias, self.dtype, conv, name="conv")(x_BHWC)
     return nn.Conv(self.features // self.shards, (self.kernel, self.kernel),
                    strides=(self.stride, self.stride), padding=[(self.padding, self.padding)] * 2,
                    feature_group_count=self.groups, use_bias=self.use_bias, dtype=self.dtype,
