@@ -4,7 +4,7 @@ Every device holds the whole network; gradients are summed over the data axis ea
 
   python main.py --config=configs/data2.py
 
-Expected: 96.67% test top-1 on digits (single: 96.67%); 223 s on a 2-core CPU.
+Expected: single's test top-1 on digits within about a point (the README's table).
 """
 
 from configs import default

@@ -2,7 +2,7 @@ r"""Yadan et al. 2013, Table 1, row 4: AlexNet data-parallel on 4 devices, 64 im
 
   python main.py --config=configs/data4.py
 
-Expected: 96.39% test top-1 on digits (single: 96.67%); 239 s on a 2-core CPU.
+Expected: single's test top-1 on digits within about a point (the README's table).
 """
 
 from configs import default

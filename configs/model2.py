@@ -5,7 +5,7 @@ and half the neurons of every FC layer; activations cross at conv3 and the FC la
 
   python main.py --config=configs/model2.py
 
-Expected: 96.94% test top-1 on digits (single: 96.67%); 103 s on a 2-core CPU.
+Expected: single's test top-1 on digits within about a point (the README's table).
 """
 
 from configs import default
