@@ -271,7 +271,7 @@ class MultiProcessTest(absltest.TestCase):
       # fail at once (seen under load) is then ended by the watchdog's sentence, not by the
       # heartbeat's fatal log (which would end it with JAX's own stack dump instead).
       processes = self._two_processes(workdir, "--config.num_train_steps=100000",
-                                      "--config.log_every_steps=5", "--config.step_timeout_s=20",
+                                      "--config.log_every_steps=5", "--config.step_timeout_s=10",
                                       "--heartbeat_timeout_s=60")
       # Killed once both train (a logged step): not while they compile, when JAX's coordination
       # service, not a failed collective, is what notices.
@@ -282,7 +282,7 @@ class MultiProcessTest(absltest.TestCase):
       self.assertNotEqual(processes[0].returncode, 0)
       self.assertLess(time.monotonic() - killed_at, 90)
       self.assertRegex(stderr, r"error: (process 0 of 2: a collective with the other processes "
-                               r"failed \(.*\)|no training step finished in 20 s); another "
+                               r"failed \(.*\)|no training step finished in 10 s); another "
                                r"(process|of the 2 processes) has probably died")
       processes[1].communicate()
 
@@ -290,7 +290,7 @@ class MultiProcessTest(absltest.TestCase):
     with tempfile.TemporaryDirectory() as workdir:
       # The heartbeat outlasts the step timeout: the watchdog, not jax.distributed, must notice.
       processes = self._two_processes(workdir, "--config.num_train_steps=100000",
-                                      "--config.log_every_steps=5", "--config.step_timeout_s=10",
+                                      "--config.log_every_steps=5", "--config.step_timeout_s=6",
                                       "--heartbeat_timeout_s=300")
       wait_for(lambda: os.path.exists(os.path.join(workdir, "metrics.jsonl")) and losses(workdir))
       processes[1].send_signal(signal.SIGSTOP)  # hung, not dead: its sockets stay open.
@@ -302,9 +302,9 @@ class MultiProcessTest(absltest.TestCase):
         processes[1].kill()
         processes[1].communicate()
       self.assertEqual(processes[0].returncode, 1)
-      self.assertBetween(waited, 5, 10 + 15)  # about the timeout (since the last step), plus a
+      self.assertBetween(waited, 3, 6 + 15)  # about the timeout (since the last step), plus a
       # check period and the exit.
-      self.assertIn("error: no training step finished in 10 s; another of the 2 processes has "
+      self.assertIn("error: no training step finished in 6 s; another of the 2 processes has "
                     "probably died or hung (this is process 0).", stderr)
 
 
