@@ -11,7 +11,7 @@ from flax import linen as nn
 
 from jax.sharding import PartitionSpec as P
 
-from hybrid_parallel import layers, models, partitioning
+from hybrid_parallel import compiler_options, layers, models, partitioning
 from hybrid_parallel import mesh as mesh_lib
 from hybrid_parallel.errors import UserError
 
@@ -149,8 +149,10 @@ class ModelsTest(parameterized.TestCase):
                                 ("argmax", "space_to_depth")):
       net = models.build("alexnet_owt_tiny", 10, image_size=64, max_pool=max_pool,
                          stem_conv=stem_conv)
-      # Jitted: op by op, every one of the network's operations would compile on its own.
-      params = jax.jit(net.init)(jax.random.key(0), x[:1], example_ids_B=ids[:1])["params"]
+      # Jitted: op by op, every one of the network's operations would compile on its own (and
+      # as the project initialises: little LLVM optimisation for a program that runs once).
+      params = compiler_options.jit_initializer(net.init, jax.devices()[0])(
+          jax.random.key(0), x[:1], example_ids_B=ids[:1])["params"]
       loss = lambda p, net=net: jnp.sum(net.apply({"params": p}, x, example_ids_B=ids,
                                                   dropout_key=key) ** 2)
       results.append((params, *jax.jit(jax.value_and_grad(loss))(params)))
@@ -205,7 +207,8 @@ class ModelsTest(parameterized.TestCase):
     images = jnp.asarray(np.random.RandomState(0).randn(8, 64, 64, 3), jnp.float32)
     ids, key = jnp.arange(8), jax.random.key(1)
     whole = models.build("alexnet_bn_tiny", 10, image_size=64, dropout_rate=0.0)
-    variables = jax.jit(whole.init)(jax.random.key(0), images[:1], example_ids_B=ids[:1])
+    variables = compiler_options.jit_initializer(whole.init, jax.devices()[0])(
+        jax.random.key(0), images[:1], example_ids_B=ids[:1])
 
     @functools.partial(jax.jit, static_argnums=0)  # op by op, each operation compiles alone.
     def train_mode(net, x, ids):  # dropout_key given: train mode, batch statistics.

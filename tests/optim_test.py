@@ -7,7 +7,7 @@ import optax
 from absl.testing import absltest, parameterized
 
 import experiment
-from hybrid_parallel import models, optim
+from hybrid_parallel import compiler_options, models, optim
 from hybrid_parallel.errors import UserError
 from tests import testing
 
@@ -176,8 +176,9 @@ class GroupMultiplierTest(absltest.TestCase):
 
   def test_conv_and_fc_rates_reach_exactly_their_layers(self):
     net = models.build("alexnet_bn_tiny", 10, image_size=64)
-    params = jax.jit(net.init)(jax.random.PRNGKey(0), jnp.zeros((1, 64, 64, 3)),  # op by op:
-                               example_ids_B=jnp.zeros(1, jnp.int32))["params"]  # a compile each.
+    params = compiler_options.jit_initializer(net.init, jax.devices()[0])(  # op by op: a
+        jax.random.PRNGKey(0), jnp.zeros((1, 64, 64, 3)),  # compile for each operation.
+        example_ids_B=jnp.zeros(1, jnp.int32))["params"]
     grads = jax.tree.map(np.ones_like, params)  # numpy: one compile per shape otherwise.
     plain = dict(weight_decay=0.0, momentum=0.0)
     scaled = dict(weight_decay=0.0, momentum=0.0, lr_multipliers={"conv": 8.0, "fc": 1.0})
