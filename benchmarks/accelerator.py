@@ -343,7 +343,8 @@ def tuning(sizes: Sizes) -> list[dict]:
     # options and the PRNG implementation at once (one compile, not one per kind).
     changed = [f"max_pool {other_pool}", *OPTION_VARIANTS.get(platform_name, {}),
                "dropout bits from unsafe_rbg (not threefry)"]
-    options = next(iter(OPTION_VARIANTS.get(platform_name, {}).values()), None)
+    options = {k: v for variant in OPTION_VARIANTS.get(platform_name, {}).values()
+               for k, v in variant.items()} or None
     variants = {baseline: variants[baseline],
                 " + ".join(changed): (dict(max_pool=other_pool), options, "unsafe_rbg")}
   else:

@@ -235,15 +235,12 @@ def build(name: str, num_classes: int, layout: Layout = Layout(), *,
     raise UserError(f"unknown model {name!r}; choose one of {', '.join(ARCHITECTURES)}.")
   if dtype not in DTYPES:
     raise UserError(f"unknown dtype {dtype!r}; choose one of {', '.join(DTYPES)}.")
-  if max_pool not in layers.MAX_POOLS:
-    raise UserError(f"unknown max_pool {max_pool!r}; choose one of "
-                    f"{', '.join(layers.MAX_POOLS)} (or auto).")
-  if stem_conv not in layers.STEM_CONVS:
-    raise UserError(f"unknown stem_conv {stem_conv!r}; choose one of "
-                    f"{', '.join(layers.STEM_CONVS)} (or auto).")
-  if grouped_conv not in layers.GROUPED_CONVS:
-    raise UserError(f"unknown grouped_conv {grouped_conv!r}; choose one of "
-                    f"{', '.join(layers.GROUPED_CONVS)} (or auto).")
+  for setting, value, choices in (("max_pool", max_pool, layers.MAX_POOLS),
+                                  ("stem_conv", stem_conv, layers.STEM_CONVS),
+                                  ("grouped_conv", grouped_conv, layers.GROUPED_CONVS)):
+    if value not in choices:  # the per-platform settings ("auto" is resolved before this).
+      raise UserError(f"unknown {setting} {value!r}; choose one of {', '.join(choices)} "
+                      f"(or auto).")
   arch = ARCHITECTURES[name]
   check_layout(name, arch, layout, image_size or arch.image_size)
   return AlexNet(arch, num_classes, layout, dropout_rate, sync_batch_norm, DTYPES[dtype],

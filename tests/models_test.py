@@ -11,9 +11,11 @@ from flax import linen as nn
 
 from jax.sharding import PartitionSpec as P
 
+import experiment
 from hybrid_parallel import compiler_options, layers, models, partitioning
 from hybrid_parallel import mesh as mesh_lib
 from hybrid_parallel.errors import UserError
+from tests import testing
 
 
 def abstract_params(name, classes, image_size=None):
@@ -138,6 +140,10 @@ class ModelsTest(parameterized.TestCase):
           {"params": params}, jnp.zeros((2, 64, 64, 3))).as_text()
       grouped[name] = text.count("feature_group_count = 2")
     self.assertEqual(grouped, {"feature_group_count": 3, "per_group": 0})
+    # config.grouped_conv = "auto" reaches the model: per_group on these CPU devices.
+    run = experiment.build(testing.tiny_config(), num_classes=10, channels=3, steps_per_epoch=10,
+                           total_steps=100, abstract=True)
+    self.assertEqual(run.model.grouped_conv, "per_group")
     with self.assertRaisesRegex(UserError, "unknown grouped_conv 'fft'"):
       models.build("alexnet_tiny", 10, image_size=64, grouped_conv="fft")
 
