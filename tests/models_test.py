@@ -89,11 +89,15 @@ class ModelsTest(parameterized.TestCase):
     x = np.random.RandomState(0).randn(2, *size, 4).astype(np.float32)
     x = jnp.asarray(np.round(x) if ties else x)
     reference = lambda x: nn.max_pool(x, (3, 3), strides=(2, 2))
-    weights = jnp.asarray(np.random.RandomState(1).randn(*reference(x).shape).astype(np.float32))
-    loss = lambda pool: (lambda x: jnp.sum(pool(x) * weights))
-    np.testing.assert_array_equal(layers.overlapping_max_pool(x), reference(x))
-    np.testing.assert_array_equal(jax.grad(loss(layers.overlapping_max_pool))(x),
-                                  jax.grad(loss(reference))(x))
+    weights = jnp.asarray(np.random.RandomState(1).randn(
+        *jax.eval_shape(reference, x).shape).astype(np.float32))
+    # Jitted, as a step runs them (op by op, each operation would compile on its own).
+    pool_and_grad = lambda pool: jax.jit(lambda x: (pool(x), jax.grad(
+        lambda x: jnp.sum(pool(x) * weights))(x)))(x)
+    (got, got_grad), (want, want_grad) = map(pool_and_grad, (layers.overlapping_max_pool,
+                                                             reference))
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(got_grad, want_grad)
 
   @parameterized.parameters((224, 11, 4, 2), (64, 11, 4, 2), (67, 11, 4, 2), (32, 11, 4, 0),
                             (30, 5, 2, 1))
@@ -106,11 +110,13 @@ class ModelsTest(parameterized.TestCase):
         x, w, (stride, stride), [(padding, padding)] * 2,
         dimension_numbers=("NHWC", "HWIO", "NHWC"))
     blocked = lambda x, w: layers.space_to_depth_conv(x, w, stride, padding)
-    out = direct(x, w)
-    weights = jnp.asarray(rng.randn(*out.shape), jnp.float32)
-    loss = lambda conv: (lambda x, w: jnp.sum(conv(x, w) * weights))
-    np.testing.assert_allclose(blocked(x, w), out, rtol=1e-5, atol=1e-5 * float(jnp.abs(out).max()))
-    for a, b in zip(jax.grad(loss(blocked), (0, 1))(x, w), jax.grad(loss(direct), (0, 1))(x, w)):
+    weights = jnp.asarray(rng.randn(*jax.eval_shape(direct, x, w).shape), jnp.float32)
+    # Jitted, as a step runs them (op by op, each operation would compile on its own).
+    conv_and_grads = lambda conv: jax.jit(lambda x, w: (conv(x, w), jax.grad(
+        lambda x, w: jnp.sum(conv(x, w) * weights), (0, 1))(x, w)))(x, w)
+    (got, got_grads), (out, want_grads) = map(conv_and_grads, (blocked, direct))
+    np.testing.assert_allclose(got, out, rtol=1e-5, atol=1e-5 * float(jnp.abs(out).max()))
+    for a, b in zip(got_grads, want_grads):
       np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5 * float(jnp.abs(b).max()))
 
   def test_per_group_conv_is_the_grouped_conv(self):
