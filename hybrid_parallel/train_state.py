@@ -77,9 +77,11 @@ def create(model: models.AlexNet, tx, plan: partitioning.Plan, mesh, image_shape
   Returns:
     (state, specs): the sharded TrainState and its PartitionSpecs.
   """
-  # Each process fills its own devices' shards (so it also works when the mesh spans processes).
+  # Each process fills its own devices' shards (so it also works when the mesh spans processes);
+  # an abstract state runs nothing, so any device of the mesh will do (a mocked topology's too).
+  device = mesh.devices.flat[0] if abstract else local_device(mesh)
   # Traced once: the trace gives the shapes the specs need, and is what compiles.
-  traced = _initializer(model, tx, image_shape, seed=seed, device=local_device(mesh)).trace()
+  traced = _initializer(model, tx, image_shape, seed=seed, device=device).trace()
   specs = state_specs(traced.out_info, plan, tx, model.arch.fc_names()[-1])
   shardings = mesh_lib.shardings(mesh, specs)
   if abstract:
