@@ -66,7 +66,7 @@ def create(model: models.AlexNet, tx, plan: partitioning.Plan, mesh, image_shape
            abstract: bool = False):
   """Initialises the full-size model with `seed` and places the state with the plan's shardings.
 
-  The initial state is computed by `initialize` (one program of the whole network on one device)
+  The initial state is computed by `initialize`'s program (the whole network on one device)
   and then laid out on the mesh: that program is the same for every mesh and scheme, so it
   compiles once per model and optimiser (XLA:CPU takes seconds for the random initialisers) and
   every later mesh reads it from the compilation cache; every scheme starts from the same values.
