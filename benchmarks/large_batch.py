@@ -25,7 +25,8 @@ LRN) and `alexnet_bn` (batch norm after every conv: the LARS paper's AlexNet-BN)
 length for linear + warmup and for LARS — what a researcher would tune (LARS_GRID, WARMUP_GRID).
 
 Resumable: every finished cell is written to --out's large_batch.json at once, and a cell already
-there (same model, batch, rule and settings) is not run again. A cell that diverges to NaN is
+there (same model, batch, rule and settings) is not run again. SIGTERM or Ctrl-C stops it
+within a step and says so; only the cell in flight is lost. A cell that diverges to NaN is
 recorded as diverged at its step; one whose loss sits at chance after warmup is warned about by
 the training loop as it happens. Writes large_batch.json and .csv, and the PNGs
 large_batch_accuracy.png (test top-1 vs batch, per rule, per model) and large_batch_loss.png
@@ -36,6 +37,7 @@ the JSON.
 import csv
 import json
 import os
+import signal
 import sys
 import tempfile
 import time
@@ -56,7 +58,8 @@ _LARS_LR = flags.DEFINE_float("lars_lr", 0.25, "LARS's η at the reference batch
                                "best for alexnet at 8×).")
 _LARS_TRUST = flags.DEFINE_float("lars_trust", 0.001, "LARS's trust coefficient.")
 _GRID = flags.DEFINE_bool("grid", False, "Run the tuning grid at 8× the reference batch instead.")
-_QUICK = flags.DEFINE_bool("quick", False, "alexnet at batch 32 and 256, 2 epochs: a smoke run.")
+_QUICK = flags.DEFINE_bool("quick", False, "alexnet at batch 32 and 256, 2 epochs (warmups of "
+                           "at most one): a smoke run.")
 
 REFERENCE_BATCH = 32
 RULES = ("none", "linear", "linear+warmup", "lars")
@@ -125,7 +128,9 @@ def cells(*, grid: bool, quick: bool):
   if quick:
     for batch in (32, 256):
       for rule in RULES:
-        yield "quick", "alexnet", batch, rule, dict(base, epochs=2)
+        # A warmup must fit in the run (validation.py refuses one longer than it).
+        yield "quick", "alexnet", batch, rule, dict(
+            base, epochs=2, warmup_epochs=min(base["warmup_epochs"], 1.0))
     return
   if grid:
     batch = 8 * REFERENCE_BATCH
@@ -207,9 +212,9 @@ def write_outputs(results, out: str) -> None:
 
 def main(argv):
   del argv
-  import experiment
-  import train
-  from hybrid_parallel import optim
+  import validation
+  from hybrid_parallel import faults
+  from hybrid_parallel.errors import UserError
 
   logging.set_verbosity(logging.WARNING)  # the loop's warnings (divergence) still show.
   path = os.path.join(_OUT.value, "large_batch.json")
@@ -221,6 +226,31 @@ def main(argv):
   todo = [c for c in cells(grid=_GRID.value, quick=_QUICK.value)
           if cell_key({"part": c[0], "model": c[1], "global_batch": c[2], "rule": c[3], **c[4]})
           not in done]
+  for _, model, batch, rule, settings in todo:  # bad flags: one sentence before any training.
+    try:
+      validation.check_config(cell_config(model, batch, rule, **settings))
+    except UserError as e:
+      sys.exit(f"error: {e}")
+  try:
+    run_cells(todo, results)
+  except (faults.Stopped, KeyboardInterrupt) as e:
+    # A cell trains in a temporary workdir: what its loop saved at the signal goes with it.
+    stopped = isinstance(e, faults.Stopped)
+    kept = (f"the {len(results)} finished cells are in {path}, and the same command resumes "
+            f"from them" if results else "no cell had finished, so nothing was written")
+    print(f"{signal.Signals(e.signum).name if stopped else 'SIGINT'}: stopped during a cell, "
+          f"whose partial run is not kept; {kept}.", file=sys.stderr)
+    sys.exit(e.exit_code if stopped else 130)
+  if not todo and results:
+    write_outputs(results, _OUT.value)  # nothing left to run: the outputs drawn anew.
+  print(tables.large_batch(results) + "\n\n" + tables.large_batch_grid(results))
+
+
+def run_cells(todo, results):
+  """Trains the `todo` cells, appending each to `results` and writing the outputs after each."""
+  import experiment
+  import train
+  from hybrid_parallel import optim
   start = time.perf_counter()
   train_examples = None
   for i, (part, model, batch, rule, settings) in enumerate(todo, start=1):
@@ -248,9 +278,6 @@ def main(argv):
     print(f"cell {i}/{len(todo)} done, {time.perf_counter() - start:.0f} s so far",
           file=sys.stderr, flush=True)
     write_outputs(results, _OUT.value)  # after every cell: a stopped sweep resumes from here.
-  if not todo and results:
-    write_outputs(results, _OUT.value)  # nothing left to run: the outputs drawn anew.
-  print(tables.large_batch(results) + "\n\n" + tables.large_batch_grid(results))
   print(f"{len(todo)} cells in {time.perf_counter() - start:.0f} s", file=sys.stderr)
 
 

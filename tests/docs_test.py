@@ -5,6 +5,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 
 from absl.testing import absltest
 
@@ -99,6 +100,17 @@ class BenchmarksTest(absltest.TestCase):
       self.assertNotIn("Traceback", output, name)
       self.assertIn(f"python -m benchmarks.{name}", output, name)  # its docstring's usage.
       self.assertIn("--", output.split(f"python -m benchmarks.{name}")[-1], name)  # its flags.
+
+  def test_large_batch_refuses_bad_settings_before_training(self):
+    with tempfile.TemporaryDirectory() as out:
+      result = subprocess.run(
+          [sys.executable, "-m", "benchmarks.large_batch", f"--out={out}", "--models=alexnet",
+           "--batches=64", "--rules=lars", "--epochs=15", "--warmup_epochs=20"],
+          cwd=ROOT, capture_output=True, text=True, timeout=300)
+      self.assertEqual(result.returncode, 1, result.stderr[-2000:])
+      self.assertEqual(result.stderr.strip(), "error: warmup_epochs 20.0 is longer than the "
+                       "run's num_epochs 15.")
+      self.assertEqual(os.listdir(out), [])  # nothing trained, nothing written.
 
   def test_nothing_patches_the_import_path(self):
     needle = "sys." + "path"  # spelled apart, so that this file does not match itself.
