@@ -223,6 +223,19 @@ class MultiProcessTest(absltest.TestCase):
     return [start(workdir, *args, f"--coordinator_address=127.0.0.1:{port}", "--num_processes=2",
                   f"--process_id={i}") for i in range(2)]
 
+  def _training_two_processes(self, workdir, *, step_timeout_s, heartbeat_timeout_s):
+    """Two processes of a long run, once they have logged a step. A timeout shorter than a step
+    under load ends the run before it logs (seen at 6 s): the wait then fails at once with
+    process 0's stderr."""
+    processes = self._two_processes(workdir, "--config.num_train_steps=100000",
+                                    "--config.log_every_steps=5",
+                                    f"--config.step_timeout_s={step_timeout_s}",
+                                    f"--heartbeat_timeout_s={heartbeat_timeout_s}")
+    self.addCleanup(lambda: [p.kill() for p in processes if p.poll() is None])
+    wait_for(lambda: os.path.exists(os.path.join(workdir, "metrics.jsonl")) and losses(workdir),
+             process=processes[0])
+    return processes
+
   def _assert_two_processes_train_like_one(self, fields, *, then):
     """Runs main.py with the config `fields` in two processes and, meanwhile, the same config in
     this one (what main.py runs, less the process start: train.train_and_evaluate); the two log
@@ -270,13 +283,10 @@ class MultiProcessTest(absltest.TestCase):
       # The step watchdog fires before jax.distributed's heartbeat: a collective that does not
       # fail at once (seen under load) is then ended by the watchdog's sentence, not by the
       # heartbeat's fatal log (which would end it with JAX's own stack dump instead).
-      processes = self._two_processes(workdir, "--config.num_train_steps=100000",
-                                      "--config.log_every_steps=5", "--config.step_timeout_s=20",
-                                      "--heartbeat_timeout_s=60")
       # Killed once both train (a logged step): not while they compile, when JAX's coordination
       # service, not a failed collective, is what notices.
-      wait_for(lambda: os.path.exists(os.path.join(workdir, "metrics.jsonl")) and losses(workdir),
-               process=processes[0])
+      processes = self._training_two_processes(workdir, step_timeout_s=20,
+                                               heartbeat_timeout_s=60)
       processes[1].kill()
       killed_at = time.monotonic()
       _, stderr = processes[0].communicate(timeout=120)
@@ -290,13 +300,8 @@ class MultiProcessTest(absltest.TestCase):
   def test_a_hung_process_trips_the_others_watchdog(self):
     with tempfile.TemporaryDirectory() as workdir:
       # The heartbeat outlasts the step timeout: the watchdog, not jax.distributed, must notice.
-      processes = self._two_processes(workdir, "--config.num_train_steps=100000",
-                                      "--config.log_every_steps=5", "--config.step_timeout_s=10",
-                                      "--heartbeat_timeout_s=300")
-      # A timeout shorter than a step under load ends the run before it logs (seen at 6 s): the
-      # wait then fails at once with process 0's stderr.
-      wait_for(lambda: os.path.exists(os.path.join(workdir, "metrics.jsonl")) and losses(workdir),
-               process=processes[0])
+      processes = self._training_two_processes(workdir, step_timeout_s=10,
+                                               heartbeat_timeout_s=300)
       processes[1].send_signal(signal.SIGSTOP)  # hung, not dead: its sockets stay open.
       stopped_at = time.monotonic()
       try:
