@@ -66,7 +66,7 @@ def create(model: models.AlexNet, tx, plan: partitioning.Plan, mesh, image_shape
            abstract: bool = False):
   """Initialises the full-size model with `seed` and places the state with the plan's shardings.
 
-  The initial state is computed by `initialize`'s program (the whole network on one device)
+  The initial state is computed by `initialize` (one program of the whole network on one device)
   and then laid out on the mesh: that program is the same for every mesh and scheme, so it
   compiles once per model and optimiser (XLA:CPU takes seconds for the random initialisers) and
   every later mesh reads it from the compilation cache; every scheme starts from the same values.
@@ -77,16 +77,14 @@ def create(model: models.AlexNet, tx, plan: partitioning.Plan, mesh, image_shape
   Returns:
     (state, specs): the sharded TrainState and its PartitionSpecs.
   """
-  # Each process fills its own devices' shards (so it also works when the mesh spans processes);
-  # an abstract state runs nothing, so any device of the mesh will do (a mocked topology's too).
-  device = mesh.devices.flat[0] if abstract else local_device(mesh)
-  # Traced once: the trace gives the shapes the specs need, and is what compiles.
-  traced = _initializer(model, tx, image_shape, seed=seed, device=device).trace()
-  specs = state_specs(traced.out_info, plan, tx, model.arch.fc_names()[-1])
+  init = lambda: create_unsharded(model, tx, image_shape, seed=seed)
+  shapes = jax.eval_shape(init)
+  specs = state_specs(shapes, plan, tx, model.arch.fc_names()[-1])
   shardings = mesh_lib.shardings(mesh, specs)
   if abstract:
-    return sharded_structs(traced.out_info, shardings), specs
-  whole = jax.device_get(traced.lower().compile()())
+    return sharded_structs(shapes, shardings), specs
+  # Each process fills its own devices' shards (so it also works when the mesh spans processes).
+  whole = initialize(model, tx, image_shape, seed=seed, device=local_device(mesh))
   place = lambda x, sharding: jax.make_array_from_callback(x.shape, sharding, lambda i: x[i])
   return jax.tree.map(place, whole, shardings), specs
 
@@ -110,12 +108,7 @@ def initialize(model: models.AlexNet, tx, image_shape, *, seed: int,
   The program is the same for every mesh and scheme, so it compiles once per model and optimiser
   (op by op, each of the initialisers' operations would compile on its own).
   """
-  return jax.device_get(_initializer(model, tx, image_shape, seed=seed,
-                                     device=device or jax.devices()[0])())
-
-
-def _initializer(model: models.AlexNet, tx, image_shape, *, seed: int, device: jax.Device):
-  """`create_unsharded` jitted for `device`, its result left there."""
-  return compiler_options.jit_initializer(
-      lambda: create_unsharded(model, tx, image_shape, seed=seed), device,
-      out_shardings=jax.sharding.SingleDeviceSharding(device))
+  device = device or jax.devices()[0]
+  init = lambda: create_unsharded(model, tx, image_shape, seed=seed)
+  return jax.device_get(compiler_options.jit_initializer(
+      init, device, out_shardings=jax.sharding.SingleDeviceSharding(device))())
