@@ -25,6 +25,13 @@ def abstract_params(name, classes, image_size=None):
                                          example_ids_B=jnp.zeros(1, jnp.int32)))["params"]
 
 
+def _outputs_and_grads(fn, weights, *args):
+  """fn(*args) and the gradients of sum(fn(*args) · weights) in every argument, as one jitted
+  program, as a step runs them (op by op, each of their operations would compile on its own)."""
+  loss = lambda *a: jnp.sum(fn(*a) * weights)
+  return jax.jit(lambda *a: (fn(*a), jax.grad(loss, tuple(range(len(a))))(*a)))(*args)
+
+
 def _column_window_sums(sq):
   """Sums over the 5 neighbouring channels inside each of two 6-channel columns."""
   columns = sq.reshape(*sq.shape[:3], 2, 6)
@@ -91,11 +98,8 @@ class ModelsTest(parameterized.TestCase):
     reference = lambda x: nn.max_pool(x, (3, 3), strides=(2, 2))
     weights = jnp.asarray(np.random.RandomState(1).randn(
         *jax.eval_shape(reference, x).shape).astype(np.float32))
-    # Jitted, as a step runs them (op by op, each operation would compile on its own).
-    pool_and_grad = lambda pool: jax.jit(lambda x: (pool(x), jax.grad(
-        lambda x: jnp.sum(pool(x) * weights))(x)))(x)
-    (got, got_grad), (want, want_grad) = map(pool_and_grad, (layers.overlapping_max_pool,
-                                                             reference))
+    (got, (got_grad,)), (want, (want_grad,)) = (
+        _outputs_and_grads(pool, weights, x) for pool in (layers.overlapping_max_pool, reference))
     np.testing.assert_array_equal(got, want)
     np.testing.assert_array_equal(got_grad, want_grad)
 
@@ -111,10 +115,8 @@ class ModelsTest(parameterized.TestCase):
         dimension_numbers=("NHWC", "HWIO", "NHWC"))
     blocked = lambda x, w: layers.space_to_depth_conv(x, w, stride, padding)
     weights = jnp.asarray(rng.randn(*jax.eval_shape(direct, x, w).shape), jnp.float32)
-    # Jitted, as a step runs them (op by op, each operation would compile on its own).
-    conv_and_grads = lambda conv: jax.jit(lambda x, w: (conv(x, w), jax.grad(
-        lambda x, w: jnp.sum(conv(x, w) * weights), (0, 1))(x, w)))(x, w)
-    (got, got_grads), (out, want_grads) = map(conv_and_grads, (blocked, direct))
+    (got, got_grads), (out, want_grads) = (_outputs_and_grads(conv, weights, x, w)
+                                           for conv in (blocked, direct))
     np.testing.assert_allclose(got, out, rtol=1e-5, atol=1e-5 * float(jnp.abs(out).max()))
     for a, b in zip(got_grads, want_grads):
       np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5 * float(jnp.abs(b).max()))
@@ -122,12 +124,12 @@ class ModelsTest(parameterized.TestCase):
   def test_per_group_conv_is_the_grouped_conv(self):
     rng = np.random.RandomState(0)
     x = jnp.asarray(rng.randn(2, 9, 9, 8), jnp.float32)
+    weights = jnp.asarray(rng.randn(2, 9, 9, 6), jnp.float32)
     results = []
     for grouped in layers.GROUPED_CONVS:
       conv = layers.ShardedConv(6, 3, 1, 1, groups=2, grouped=grouped)
-      params = conv.init(jax.random.key(0), x)
-      loss = lambda p, x, conv=conv: jnp.sum(conv.apply(p, x) ** 2)
-      results.append((params, conv.apply(params, x), jax.grad(loss, (0, 1))(params, x)))
+      params = jax.jit(conv.init)(jax.random.key(0), x)
+      results.append((params, *_outputs_and_grads(conv.apply, weights, params, x)))
     (params_a, out_a, grads_a), (params_b, out_b, grads_b) = results
     jax.tree.map(np.testing.assert_array_equal, params_a, params_b)  # checkpoints move across.
     self.assertEqual(params_a["params"]["conv"]["kernel"].shape, (3, 3, 4, 6))
@@ -136,7 +138,8 @@ class ModelsTest(parameterized.TestCase):
                  grads_a)
     # The second column's outputs come from the second column's inputs only.
     changed = x.at[..., :4].set(0.0)
-    np.testing.assert_array_equal(conv.apply(params_b, changed)[..., 3:], out_b[..., 3:])
+    np.testing.assert_array_equal(jax.jit(conv.apply)(params_b, changed)[..., 3:],
+                                  out_b[..., 3:])
     # The two-column net on one device: conv2, conv4 and conv5 are grouped convolutions, or none.
     params = abstract_params("alexnet_tiny", 10, 64)
     grouped = {}
