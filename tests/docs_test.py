@@ -112,6 +112,23 @@ class BenchmarksTest(absltest.TestCase):
                        "run's num_epochs 15.")
       self.assertEqual(os.listdir(out), [])  # nothing trained, nothing written.
 
+  def test_large_batch_cells_are_configs_validation_accepts(self):
+    # Every cell of the sweep, the --grid and --quick at the default flags (--quick's warmup once
+    # outlasted its 2 epochs, and the run failed at its third cell). In a process of its own:
+    # the benchmark's flags must be parsed to make its cells.
+    code = ("from absl import flags\n"
+            "import validation\n"
+            "from benchmarks import large_batch\n"
+            "flags.FLAGS(['large_batch'])\n"
+            "for grid, quick in ((False, False), (True, False), (False, True)):\n"
+            "  for _, model, batch, rule, settings in large_batch.cells(grid=grid, quick=quick):\n"
+            "    validation.check_config(large_batch.cell_config(model, batch, rule, **settings))\n"
+            "print('checked')\n")
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                            text=True, timeout=300)
+    self.assertEqual(result.returncode, 0, result.stderr[-2000:])
+    self.assertEqual(result.stdout.strip(), "checked")
+
   def test_nothing_patches_the_import_path(self):
     needle = "sys." + "path"  # spelled apart, so that this file does not match itself.
     for folder in ("benchmarks", "tests", "hybrid_parallel", "input_pipeline", "configs"):
