@@ -127,7 +127,7 @@ FIELDS: dict[str, Check] = {
     "image_size": integer(1),
     "dropout_rate": number(low=0, high=1, high_open=True),
     "sync_batch_norm": boolean,
-    "dtype": one_of(models.DTYPES),
+    "dtype": lambda field, value: models.check_dtype(value),
     "tune_xla_cpu": boolean,
     "max_pool": one_of(("auto",) + layers.MAX_POOLS),
     "stem_conv": one_of(("auto",) + layers.STEM_CONVS),

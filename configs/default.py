@@ -21,7 +21,9 @@ def get_config() -> ml_collections.ConfigDict:
   # over the whole batch of the layer (True).
   config.sync_batch_norm = False
   # Compute dtype of convolutions, matmuls and activations: float32 or bfloat16 (mixed precision:
-  # parameters, gradients, optimiser state, normalisation statistics and logits stay float32).
+  # parameters, gradients, optimiser state, normalisation statistics and logits stay float32);
+  # float64 (every value, with JAX_ENABLE_X64=1, on a CPU) is the exact reference the tests
+  # measure float32 rounding against (tests/numerics.py).
   config.dtype = "float32"
   # Compile the steps with the XLA:CPU options that made them faster on a CPU (see
   # hybrid_parallel/compiler_options.py); False: XLA's defaults. No effect on GPU or TPU.
@@ -93,7 +95,8 @@ def get_config() -> ml_collections.ConfigDict:
   # evaluation on the centre crop (1) or on ten crops with their softmaxes averaged (10).
   config.pca_lighting_std = 0.1
   config.eval_crops = 1
-  # Images per step over all devices (Yadan et al. use 256 in every configuration).
+  # Images per step over all devices: 128 for a quick run; Yadan et al. use 256 in every
+  # configuration, as configs/single.py … hybrid4.py do (`for_scheme` below).
   config.global_batch_size = 128
   # Gradient accumulation: each step runs this many passes over slices of the batch and applies
   # one update (the same update as the whole batch at once; synchronous schemes only).

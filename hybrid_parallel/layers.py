@@ -22,6 +22,17 @@ from flax import linen as nn
 
 from hybrid_parallel.mesh import MODEL
 
+# Parameters and batch-norm statistics are created in float32 whatever the compute dtype and
+# whatever jax.enable_x64 says, so that every run starts from the same values (a float64
+# reference casts them afterwards: train_state.create_unsharded).
+PARAM_DTYPE = jnp.float32
+
+
+def at_least_float32(dtype) -> jnp.dtype:
+  """The dtype of normalisation arithmetic and of the state: float32 for float32 and bfloat16
+  compute, float64 for a float64 reference."""
+  return jnp.promote_types(dtype, jnp.float32)
+
 
 def gather_over_model(x: jax.Array, axis: int) -> jax.Array:
   """Concatenates the model devices' slices of `x` along `axis` for layers split over "model".
@@ -50,7 +61,8 @@ def local_response_norm(x_BHWC: jax.Array, columns: int, size: int = 5, k: float
     size, k, alpha, beta: the paper's constants (n=5, k=2, α=1e-4, β=0.75).
   """
   b, h, w, c = x_BHWC.shape
-  x_BHWGC = x_BHWC.reshape(b, h, w, columns, c // columns).astype(jnp.float32)
+  x_BHWGC = x_BHWC.reshape(b, h, w, columns, c // columns)
+  x_BHWGC = x_BHWGC.astype(at_least_float32(x_BHWC.dtype))
   sq = jnp.square(x_BHWGC)
   half = size // 2
   padded = jnp.pad(sq, [(0, 0)] * 4 + [(half, size - 1 - half)])
@@ -249,8 +261,8 @@ class _ConvParameters(nn.Module):
   def __call__(self, x_BHWC: jax.Array) -> jax.Array:
     kernel = self.param("kernel", nn.initializers.lecun_normal(),
                         (self.kernel, self.kernel, x_BHWC.shape[-1] // self.groups,
-                         self.features))
-    bias = (self.param("bias", nn.initializers.zeros_init(), (self.features,))
+                         self.features), PARAM_DTYPE)
+    bias = (self.param("bias", nn.initializers.zeros_init(), (self.features,), PARAM_DTYPE)
             if self.use_bias else None)
     x_BHWC, kernel, bias = nn.dtypes.promote_dtype(x_BHWC, kernel, bias, dtype=self.dtype)
     y = self.conv(x_BHWC, kernel)
@@ -318,11 +330,12 @@ class BatchNorm(nn.Module):
   @nn.compact
   def __call__(self, x_BHWC: jax.Array, train: bool) -> jax.Array:
     channels = x_BHWC.shape[-1]
-    scale = self.param("scale", nn.initializers.ones_init(), (channels,))
-    bias = self.param("bias", nn.initializers.zeros_init(), (channels,))
-    running_mean = self.variable("batch_stats", "mean", jnp.zeros, (channels,))
-    running_var = self.variable("batch_stats", "var", jnp.ones, (channels,))
-    x_BHWC, compute_dtype = x_BHWC.astype(jnp.float32), x_BHWC.dtype  # statistics in float32.
+    scale = self.param("scale", nn.initializers.ones_init(), (channels,), PARAM_DTYPE)
+    bias = self.param("bias", nn.initializers.zeros_init(), (channels,), PARAM_DTYPE)
+    running_mean = self.variable("batch_stats", "mean", jnp.zeros, (channels,), PARAM_DTYPE)
+    running_var = self.variable("batch_stats", "var", jnp.ones, (channels,), PARAM_DTYPE)
+    # Statistics in float32 (in float64 for a float64 reference).
+    x_BHWC, compute_dtype = x_BHWC.astype(at_least_float32(x_BHWC.dtype)), x_BHWC.dtype
     if train:
       moments = (jnp.mean(x_BHWC, (0, 1, 2)), jnp.mean(jnp.square(x_BHWC), (0, 1, 2)))
       if self.sync and self.batch_axes:
@@ -369,8 +382,8 @@ class RowDense(nn.Module):
   @nn.compact
   def __call__(self, x_BI: jax.Array) -> jax.Array:
     kernel = self.param("kernel", nn.initializers.lecun_normal(),
-                        (x_BI.shape[-1], self.features))  # local rows: I / shards
-    bias = self.param("bias", nn.initializers.zeros_init(), (self.features,))
+                        (x_BI.shape[-1], self.features), PARAM_DTYPE)  # local rows: I / shards
+    bias = self.param("bias", nn.initializers.zeros_init(), (self.features,), PARAM_DTYPE)
     y_BO = x_BI @ kernel.astype(x_BI.dtype)  # in the activations' (compute) dtype.
     if self.shards > 1:
       y_BO = jax.lax.psum(y_BO, MODEL)
@@ -387,6 +400,9 @@ def example_dropout(x_BU: jax.Array, rate: float, key: jax.Array,
   """
   if rate == 0.0:
     return x_BU
-  keep_BU = jax.vmap(lambda i: jax.random.bernoulli(jax.random.fold_in(key, i), 1.0 - rate,
+  # A float32 probability: the same mask bits under jax.enable_x64 (a float64 `p` draws 64-bit
+  # uniforms).
+  keep_BU = jax.vmap(lambda i: jax.random.bernoulli(jax.random.fold_in(key, i),
+                                                    jnp.float32(1.0 - rate),
                                                     x_BU.shape[1:]))(example_ids_B)
   return jnp.where(keep_BU, x_BU / (1.0 - rate), 0.0).astype(x_BU.dtype)

@@ -142,7 +142,7 @@ class AlexNet(nn.Module):
       `layout.conv_batch_axes`) instead of each worker's own (the default, as Goyal et al.).
     dtype: the compute dtype of convolutions, matmuls and the activations between them (and so
       of the activation collectives); parameters, gradients, normalisation statistics and logits
-      stay float32 (mixed precision).
+      stay float32 (mixed precision), or float64 for a float64 reference (`DTYPES`).
     max_pool: how the max-pools are computed (`layers.MAX_POOLS`; the same numbers either way).
     stem_conv: how the strided stem conv is computed (`layers.STEM_CONVS`).
     grouped_conv: how a conv connected only within its column is computed on a device holding
@@ -218,11 +218,23 @@ class AlexNet(nn.Module):
                                                                             layer_index), ids)
       x = nn.relu(layers.ColumnDense(width, shards=m_fc, dtype=self.dtype, name=name)(x))
     logits = layers.RowDense(self.num_classes, shards=m_fc, name=classifier_name)(x)
-    return logits.astype(jnp.float32)
+    return logits.astype(layers.at_least_float32(self.dtype))
 
 
-# config.dtype → the compute dtype (parameters and optimiser state are float32 in both).
-DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
+# config.dtype → the compute dtype. Parameters and optimiser state are float32 under float32 and
+# bfloat16 (mixed precision). float64 is the exact reference the tests measure float32 rounding
+# against: the same network, initial values and dropout masks, every value in float64 (it needs
+# jax.enable_x64).
+DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16, "float64": jnp.float64}
+
+
+def check_dtype(dtype: str) -> None:
+  """One UserError for a compute dtype that cannot run here."""
+  if dtype not in DTYPES:
+    raise UserError(f"unknown dtype {dtype!r}; choose one of {', '.join(DTYPES)}.")
+  if dtype == "float64" and not jax.config.jax_enable_x64:
+    raise UserError("dtype 'float64' needs 64-bit JAX (JAX_ENABLE_X64=1, or inside "
+                    "jax.enable_x64(True)); train with float32 or bfloat16.")
 
 
 def build(name: str, num_classes: int, layout: Layout = Layout(), *,
@@ -233,8 +245,7 @@ def build(name: str, num_classes: int, layout: Layout = Layout(), *,
   """Looks up `name` in the registry, checks `layout` against it, returns the module."""
   if name not in ARCHITECTURES:
     raise UserError(f"unknown model {name!r}; choose one of {', '.join(ARCHITECTURES)}.")
-  if dtype not in DTYPES:
-    raise UserError(f"unknown dtype {dtype!r}; choose one of {', '.join(DTYPES)}.")
+  check_dtype(dtype)
   for setting, value, choices in (("max_pool", max_pool, layers.MAX_POOLS),
                                   ("stem_conv", stem_conv, layers.STEM_CONVS),
                                   ("grouped_conv", grouped_conv, layers.GROUPED_CONVS)):

@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import optax
 from jax.sharding import PartitionSpec as P
 
-from hybrid_parallel import compiler_options, models, optim, partitioning
+from hybrid_parallel import compiler_options, layers, models, optim, partitioning
 from hybrid_parallel import mesh as mesh_lib
 
 
@@ -57,9 +57,11 @@ def create_unsharded(model: models.AlexNet, tx, image_shape, *, seed: int) -> Tr
   root = jax.random.PRNGKey(seed)
   variables = whole.init(jax.random.fold_in(root, 0), jnp.zeros(image_shape, jnp.float32),
                          example_ids_B=jnp.zeros(image_shape[0], jnp.int32))
-  params = variables["params"]
+  # Created in float32 (layers.PARAM_DTYPE); a float64 reference keeps the same values in float64.
+  widen = lambda tree: jax.tree.map(lambda x: x.astype(layers.at_least_float32(model.dtype)), tree)
+  params = widen(variables["params"])
   return TrainState(step=jnp.zeros((), jnp.int32), params=params, opt_state=tx.init(params),
-                    rng=root, batch_stats=variables.get("batch_stats", {}))
+                    rng=root, batch_stats=widen(variables.get("batch_stats", {})))
 
 
 def create(model: models.AlexNet, tx, plan: partitioning.Plan, mesh, image_shape, *, seed: int,

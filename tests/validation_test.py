@@ -70,7 +70,10 @@ BAD = {
                           "unknown grad_reduce 'gossip'; choose one of psum, ring, tree, "
                           "butterfly, parameter_server."),
     "unknown_dtype": ([HYBRID4, "--config.dtype=float16"],
-                      "unknown dtype 'float16'; choose one of float32, bfloat16."),
+                      "unknown dtype 'float16'; choose one of float32, bfloat16, float64."),
+    "float64_without_x64": ([HYBRID4, "--config.dtype=float64"],
+                            "dtype 'float64' needs 64-bit JAX (JAX_ENABLE_X64=1, or inside "
+                            "jax.enable_x64(True)); train with float32 or bfloat16."),
     "unknown_optimizer": ([HYBRID4, "--config.optimizer=adam"],
                           "unknown optimizer 'adam'; choose one of sgd, lars."),
     "unknown_scaling": ([HYBRID4, "--config.lr_scaling=cubic"], "unknown lr_scaling 'cubic'"),
