@@ -9,7 +9,7 @@ from absl.testing import absltest
 from hybrid_parallel import models, train_state
 from hybrid_parallel.errors import UserError
 from hybrid_parallel.local_sgd import asgd
-from tests import testing
+from tests import numerics, testing
 
 GLOBAL_BATCH = 16
 BATCHES = testing.random_batches(4, GLOBAL_BATCH)
@@ -21,63 +21,22 @@ def server(state):
   return jax.tree.map(np.asarray, state.shared["server"])
 
 
-def assert_trees_close(a, b):
-  jax.tree.map(lambda x, y: np.testing.assert_allclose(x, y, rtol=1e-5, atol=2e-7), a, b)
+def single_device(config):
+  """The single-device run's parameters, in float32 and in float64 (tests/numerics.py)."""
+  _, _, variables = testing.train_steps(
+      testing.build("alexnet_tiny", "single", 1, 1, config, GLOBAL_BATCH), BATCHES)
+  exact = testing.float64_steps("alexnet_tiny", "single", 1, 1, config, GLOBAL_BATCH, BATCHES)
+  return variables["params"], exact[1]["params"]
 
 
-class AsgdTest(absltest.TestCase):
-
-  def test_one_client_is_single_device_sgd(self):
-    config = CONFIG.copy_and_resolve_references()
-    config.update(n_push=2, n_fetch=2)
-    _, _, expected = testing.train_steps(
-        testing.build("alexnet_tiny", "single", 1, 1, config, GLOBAL_BATCH), BATCHES)
-    _, _, got = testing.train_steps(
-        testing.build("alexnet_tiny", "asgd", 1, 1, config, GLOBAL_BATCH), BATCHES)
-    assert_trees_close(got, expected)  # the server after 4 steps (two pushes)
-
-  def test_sync_every_step_without_stagger_sums_the_clients_updates(self):
-    # Each client's update is −lr·(its mean gradient); the server adds all four, which is data
-    # parallelism on the global mean gradient with 4× the learning rate (no weight decay: the
-    # decay term would be counted once per client).
-    config = CONFIG.copy_and_resolve_references()
-    config.update(n_push=1, n_fetch=1, asgd_stagger=False, weight_decay=0.0)
-    _, _, got = testing.train_steps(
-        testing.build("alexnet_tiny", "asgd", 4, 1, config, GLOBAL_BATCH), BATCHES)
-    config.base_learning_rate *= 4
-    _, _, expected = testing.train_steps(
-        testing.build("alexnet_tiny", "data", 4, 1, config, GLOBAL_BATCH), BATCHES)
-    assert_trees_close(got, expected)
-
-  def test_staggered_pushes_reach_the_server_on_different_steps(self):
-    changed = {}
-    for stagger in (False, True):
-      config = CONFIG.copy_and_resolve_references()
-      config.update(n_push=4, n_fetch=4, asgd_stagger=stagger)
-      run = testing.build("alexnet_tiny", "asgd", 4, 1, config, GLOBAL_BATCH)
-      state = run.scheme.state
-      before, changed[stagger] = server(state), []
-      for batch in BATCHES:
-        state, _, _ = testing.train_steps(run, [batch], state)
-        after = server(state)
-        changed[stagger].append(not np.array_equal(after["fc8"]["bias"], before["fc8"]["bias"]))
-        before = after
-    self.assertEqual(changed[False], [False, False, False, True])  # all push after step 4
-    self.assertEqual(changed[True], [True, True, True, True])  # one client pushes each step
-
-  def test_staggered_pushes_equal_an_explicit_simulation(self):
-    # Four independent single-device optax clients, pushing and fetching by the docstring's rules.
-    replicas, n_sync, per_client = 4, 4, GLOBAL_BATCH // 4
-    config = CONFIG.copy_and_resolve_references()
-    config.update(n_push=n_sync, n_fetch=n_sync, asgd_stagger=True, dropout_rate=0.0)
-    run = testing.build("alexnet_tiny", "asgd", replicas, 1, config, GLOBAL_BATCH)
-    batches = testing.random_batches(9, GLOBAL_BATCH, seed=3)
-    state, _, _ = testing.train_steps(run, batches)
-
-    net = models.build("alexnet_tiny", 10, image_size=64, dropout_rate=0.0)
-    tx = run.tx
-    # numpy, and so the server's bookkeeping below (elementwise float32, as XLA's): op by op in
-    # JAX, each leaf's shape would compile its own add.
+def simulate(tx, batches, dtype: str, *, replicas: int, n_sync: int):
+  """The server's parameters after four independent single-device optax clients (no dropout)
+  pushed and fetched by asgd.py's docstring's rules, staggered."""
+  per_client = GLOBAL_BATCH // replicas
+  with jax.enable_x64(dtype == "float64"):
+    net = models.build("alexnet_tiny", 10, image_size=64, dropout_rate=0.0, dtype=dtype)
+    # numpy, and so the server's bookkeeping below (elementwise, as XLA's): op by op in JAX,
+    # each leaf's shape would compile its own add.
     start = train_state.initialize(net, tx, (1, 64, 64, 3), seed=0)
     params = [start.params] * replicas
     opt_states = [start.opt_state] * replicas
@@ -106,7 +65,57 @@ class AsgdTest(absltest.TestCase):
         server_params = jax.tree.map(np.add, server_params, jax.device_get(pending[i]))
         pending[i] = jax.tree.map(np.zeros_like, start.params)
       params = [server_params if syncing[i] else params[i] for i in range(replicas)]
-    assert_trees_close(server(state), jax.tree.map(np.asarray, server_params))
+    return jax.tree.map(np.asarray, server_params)
+
+
+class AsgdTest(absltest.TestCase):
+
+  def test_one_client_is_single_device_sgd(self):
+    config = CONFIG.copy_and_resolve_references()
+    config.update(n_push=2, n_fetch=2)
+    _, _, got = testing.train_steps(
+        testing.build("alexnet_tiny", "asgd", 1, 1, config, GLOBAL_BATCH), BATCHES)
+    numerics.assert_as_accurate(got["params"], *single_device(config))  # after two pushes.
+
+  def test_sync_every_step_without_stagger_sums_the_clients_updates(self):
+    # Each client's update is −lr·(its mean gradient); the server adds all four, which is data
+    # parallelism on the global mean gradient with 4× the learning rate (no weight decay: the
+    # decay term would be counted once per client).
+    config = CONFIG.copy_and_resolve_references()
+    config.update(n_push=1, n_fetch=1, asgd_stagger=False, weight_decay=0.0)
+    _, _, got = testing.train_steps(
+        testing.build("alexnet_tiny", "asgd", 4, 1, config, GLOBAL_BATCH), BATCHES)
+    config.base_learning_rate *= 4  # data parallelism: one device's SGD (step_test).
+    numerics.assert_as_accurate(got["params"], *single_device(config))
+
+  def test_staggered_pushes_reach_the_server_on_different_steps(self):
+    changed = {}
+    for stagger in (False, True):
+      config = CONFIG.copy_and_resolve_references()
+      config.update(n_push=4, n_fetch=4, asgd_stagger=stagger)
+      run = testing.build("alexnet_tiny", "asgd", 4, 1, config, GLOBAL_BATCH)
+      state = run.scheme.state
+      before, changed[stagger] = server(state), []
+      for batch in BATCHES:
+        state, _, _ = testing.train_steps(run, [batch], state)
+        after = server(state)
+        changed[stagger].append(not np.array_equal(after["fc8"]["bias"], before["fc8"]["bias"]))
+        before = after
+    self.assertEqual(changed[False], [False, False, False, True])  # all push after step 4
+    self.assertEqual(changed[True], [True, True, True, True])  # one client pushes each step
+
+  def test_staggered_pushes_equal_an_explicit_simulation(self):
+    # Four independent single-device optax clients, pushing and fetching by the docstring's rules.
+    replicas, n_sync = 4, 4
+    config = CONFIG.copy_and_resolve_references()
+    config.update(n_push=n_sync, n_fetch=n_sync, asgd_stagger=True, dropout_rate=0.0)
+    run = testing.build("alexnet_tiny", "asgd", replicas, 1, config, GLOBAL_BATCH)
+    batches = testing.random_batches(9, GLOBAL_BATCH, seed=3)
+    state, _, _ = testing.train_steps(run, batches)
+
+    simulated = {dtype: simulate(run.tx, batches, dtype, replicas=replicas, n_sync=n_sync)
+                 for dtype in ("float32", "float64")}
+    numerics.assert_as_accurate(server(state), simulated["float32"], simulated["float64"])
 
   def test_warm_start_trains_one_client_and_shares_it(self):
     config = CONFIG.copy_and_resolve_references()

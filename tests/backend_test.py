@@ -3,13 +3,12 @@
 import tempfile
 
 import jax
-import numpy as np
 from absl.testing import absltest, parameterized
 
 import train
 from hybrid_parallel.analysis import hlo_stats
 from hybrid_parallel.errors import UserError
-from tests import step_test, testing
+from tests import numerics, step_test, testing
 
 GSPMD = step_test.CONFIG.copy_and_resolve_references()
 GSPMD.backend = "gspmd"
@@ -29,16 +28,13 @@ class GspmdTest(parameterized.TestCase):
   )
   def test_three_steps_with_dropout_equal_single_device(self, model_name, scheme, data, model,
                                                         overrides):
-    _, expected_losses, expected = step_test.reference(model_name, overrides.get("optimizer",
-                                                                                 "sgd"))
+    ref = step_test.reference(model_name, overrides.get("optimizer", "sgd"))
     config = GSPMD.copy_and_resolve_references()
     config.update(overrides)
     run = testing.build(model_name, scheme, data, model, config, step_test.GLOBAL_BATCH)
     self.assertEqual(str(run.mesh.axis_types), "(Auto, Auto)")
     _, losses, variables = testing.train_steps(run, step_test.BATCHES)
-    np.testing.assert_allclose(losses, expected_losses, rtol=1e-6)
-    for got, want in zip(jax.tree.leaves(variables), jax.tree.leaves(expected)):
-      np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6 if overrides else 2e-7)
+    numerics.assert_as_accurate((losses, variables), (ref.losses, ref.variables), ref.exact)
 
   def test_xla_inserts_the_collectives_itself(self):
     run = testing.build("alexnet_owt_tiny", "owt", 2, 4, GSPMD, step_test.GLOBAL_BATCH)
@@ -67,12 +63,10 @@ class GspmdTest(parameterized.TestCase):
 class PmapTest(parameterized.TestCase):
 
   def test_three_steps_with_dropout_equal_single_device(self):
-    _, expected_losses, expected = step_test.reference("alexnet_tiny", "sgd")
+    ref = step_test.reference("alexnet_tiny", "sgd")
     run = testing.build("alexnet_tiny", "data", 4, 1, PMAP, step_test.GLOBAL_BATCH)
     _, losses, variables = testing.train_steps(run, step_test.BATCHES)
-    np.testing.assert_allclose(losses, expected_losses, rtol=1e-6)
-    for got, want in zip(jax.tree.leaves(variables), jax.tree.leaves(expected)):
-      np.testing.assert_allclose(got, want, rtol=1e-5, atol=2e-7)
+    numerics.assert_as_accurate((losses, variables), (ref.losses, ref.variables), ref.exact)
 
   def test_per_worker_batch_norm_equals_the_explicit_step(self):
     # Per-worker statistics differ from one device's, so the reference is the explicit 4×1 run.
@@ -80,23 +74,23 @@ class PmapTest(parameterized.TestCase):
     for config in (step_test.CONFIG, PMAP):
       run = testing.build("alexnet_bn_tiny", "data", 4, 1, config, step_test.GLOBAL_BATCH)
       runs[config.backend] = testing.train_steps(run, step_test.BATCHES)[1:]
-    (want_losses, want), (got_losses, got) = runs["explicit"], runs["pmap"]
-    np.testing.assert_allclose(got_losses, want_losses, rtol=1e-6)
-    self.assertIn("batch_stats", got)
-    for got_leaf, want_leaf in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
-      np.testing.assert_allclose(got_leaf, want_leaf, rtol=1e-5, atol=1e-6)
+    self.assertIn("batch_stats", runs["pmap"][1])
+    exact = testing.float64_steps("alexnet_bn_tiny", "data", 4, 1, step_test.CONFIG,
+                                  step_test.GLOBAL_BATCH, step_test.BATCHES)
+    numerics.assert_as_accurate(runs["pmap"], runs["explicit"], exact)
 
   def test_the_training_loop_runs_it_to_the_explicit_result(self):
     # train.py runs the steps inside jax.set_mesh(...), where pmap's own mesh must not clash.
     results = {}
-    for backend in ("explicit", "pmap"):
+    for backend, dtype in (("explicit", "float32"), ("pmap", "float32"),
+                           ("explicit", "float64")):
       config = testing.tiny_config(parallelism="data", mesh=dict(data=2, model=1),
                                    backend=backend, global_batch_size=32, num_train_steps=3,
-                                   eval_batch_size=120)
-      with tempfile.TemporaryDirectory() as workdir:
-        results[backend] = train.train_and_evaluate(config, workdir)
-    for key, value in results["explicit"].items():
-      self.assertAlmostEqual(results["pmap"][key], value, places=5)
+                                   eval_batch_size=120, dtype=dtype)
+      with tempfile.TemporaryDirectory() as workdir, jax.enable_x64(dtype == "float64"):
+        results[backend, dtype] = train.train_and_evaluate(config, workdir)
+    numerics.assert_as_accurate(results["pmap", "float32"], results["explicit", "float32"],
+                                results["explicit", "float64"])
 
   def test_what_the_examples_step_does_not_have_is_refused(self):
     for overrides, scheme, message in (

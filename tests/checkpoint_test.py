@@ -15,7 +15,7 @@ import input_pipeline
 import train
 from hybrid_parallel import checkpointing, faults
 from hybrid_parallel.errors import UserError
-from tests import testing
+from tests import numerics, testing
 
 BASE = dict(global_batch_size=32, eval_batch_size=120, base_learning_rate=0.05, lr_decay="constant",
             log_every_steps=1, eval_every_steps=1000, checkpoint_every_steps=2)
@@ -35,19 +35,23 @@ class ResumeTest(absltest.TestCase):
   def test_resume_across_schemes_matches_the_original_scheme(self):
     # hybrid 2×2 for 3 steps → data 4×1 to step 6 → single to step 9, in one workdir, against
     # hybrid 2×2 for 9 steps: the checkpoint is resharded onto each new mesh as it is read.
-    with tempfile.TemporaryDirectory() as moved, tempfile.TemporaryDirectory() as stayed:
+    with (tempfile.TemporaryDirectory() as moved, tempfile.TemporaryDirectory() as stayed,
+          tempfile.TemporaryDirectory() as exact):
       for scheme, data, model, steps in (("hybrid", 2, 2, 3), ("data", 4, 1, 6),
                                          ("single", 1, 1, 9)):
         train.train_and_evaluate(config_for(scheme, data, model, steps), moved)
       train.train_and_evaluate(config_for("hybrid", 2, 2, 9), stayed)
+      with jax.enable_x64(True):  # the same SGD's exact values (tests/numerics.py).
+        train.train_and_evaluate(config_for("single", 1, 1, 9, dtype="float64"), exact)
       got, expected = saved_state(moved, 9), saved_state(stayed, 9)
       earlier = saved_state(stayed, 6)  # checkpoint_keep = 3 keeps 6, 8 and 9.
+      exact_state = saved_state(exact, 9)
     self.assertEqual(int(got["step"]), 9)
     moved_by = max(np.abs(a - b).max() for a, b in zip(jax.tree.leaves(expected["params"]),
                                                        jax.tree.leaves(earlier["params"])))
     self.assertGreater(moved_by, 1e-3)
-    jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6), got,
-                 expected)
+    self.assertEqual(jax.tree.structure(got), jax.tree.structure(expected))
+    numerics.assert_as_accurate(got, expected, exact_state)
 
   def test_a_checkpoint_of_another_model_is_refused(self):
     with tempfile.TemporaryDirectory() as workdir:

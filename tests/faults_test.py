@@ -11,6 +11,7 @@ import sys
 import tempfile
 import time
 
+import jax
 import numpy as np
 from absl.testing import absltest
 from tensorboard.backend.event_processing import event_accumulator
@@ -18,6 +19,7 @@ from tensorboard.backend.event_processing import event_accumulator
 import train
 from configs import hybrid4
 from hybrid_parallel import checkpointing
+from tests import numerics
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # configs/hybrid4.py with these fields, for every run here.
@@ -243,14 +245,17 @@ class MultiProcessTest(absltest.TestCase):
     workdirs exist."""
     config = hybrid4.get_config()
     config.update_from_flattened_dict({**TINY_FIELDS, **fields})
-    with tempfile.TemporaryDirectory() as one, tempfile.TemporaryDirectory() as two:
+    with (tempfile.TemporaryDirectory() as one, tempfile.TemporaryDirectory() as two,
+          tempfile.TemporaryDirectory() as exact):
       processes = self._two_processes(two, *config_flags(fields))
       self.addCleanup(lambda: [p.kill() for p in processes if p.poll() is None])
       train.train_and_evaluate(config, one)
+      config.dtype = "float64"  # the same run's exact losses (tests/numerics.py).
+      with jax.enable_x64(True):
+        train.train_and_evaluate(config, exact)
       finish(*processes)
       self.assertEqual(sorted(losses(two)), [1, 2, 3, 4])
-      np.testing.assert_allclose(list(losses(two).values()), list(losses(one).values()),
-                                 rtol=1e-5)
+      numerics.assert_as_accurate(*(list(losses(w).values()) for w in (two, one, exact)))
       then(two)
 
   def test_two_processes_train_like_one(self):

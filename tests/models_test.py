@@ -15,7 +15,7 @@ import experiment
 from hybrid_parallel import compiler_options, layers, models, partitioning
 from hybrid_parallel import mesh as mesh_lib
 from hybrid_parallel.errors import UserError
-from tests import testing
+from tests import numerics, testing
 
 
 def abstract_params(name, classes, image_size=None):
@@ -30,6 +30,14 @@ def _outputs_and_grads(fn, weights, *args):
   program, as a step runs them (op by op, each of their operations would compile on its own)."""
   loss = lambda *a: jnp.sum(fn(*a) * weights)
   return jax.jit(lambda *a: (fn(*a), jax.grad(loss, tuple(range(len(a))))(*a)))(*args)
+
+
+def _outputs_and_grads_in_float64(fn, weights, *args):
+  """`_outputs_and_grads` with every array in float64, inside jax.enable_x64: the exact values
+  their float32 evaluations approximate (tests/numerics.py)."""
+  with jax.enable_x64(True):
+    widen = lambda x: x.astype(jnp.float64) if jnp.issubdtype(x.dtype, jnp.floating) else x
+    return jax.device_get(_outputs_and_grads(fn, *jax.tree.map(widen, (weights, *args))))
 
 
 def _column_window_sums(sq):
@@ -115,11 +123,8 @@ class ModelsTest(parameterized.TestCase):
         dimension_numbers=("NHWC", "HWIO", "NHWC"))
     blocked = lambda x, w: layers.space_to_depth_conv(x, w, stride, padding)
     weights = jnp.asarray(rng.randn(*jax.eval_shape(direct, x, w).shape), jnp.float32)
-    (got, got_grads), (out, want_grads) = (_outputs_and_grads(conv, weights, x, w)
-                                           for conv in (blocked, direct))
-    np.testing.assert_allclose(got, out, rtol=1e-5, atol=1e-5 * float(jnp.abs(out).max()))
-    for a, b in zip(got_grads, want_grads):
-      np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5 * float(jnp.abs(b).max()))
+    got, want = (_outputs_and_grads(conv, weights, x, w) for conv in (blocked, direct))
+    numerics.assert_as_accurate(got, want, _outputs_and_grads_in_float64(direct, weights, x, w))
 
   def test_per_group_conv_is_the_grouped_conv(self):
     rng = np.random.RandomState(0)
@@ -133,9 +138,10 @@ class ModelsTest(parameterized.TestCase):
     (params_a, out_a, grads_a), (params_b, out_b, grads_b) = results
     jax.tree.map(np.testing.assert_array_equal, params_a, params_b)  # checkpoints move across.
     self.assertEqual(params_a["params"]["conv"]["kernel"].shape, (3, 3, 4, 6))
-    np.testing.assert_allclose(out_b, out_a, rtol=1e-5, atol=1e-5)
-    jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-4), grads_b,
-                 grads_a)
+    grouped64 = layers.ShardedConv(6, 3, 1, 1, groups=2, dtype=jnp.float64)
+    numerics.assert_as_accurate((out_b, grads_b), (out_a, grads_a),
+                                _outputs_and_grads_in_float64(grouped64.apply, weights,
+                                                              params_a, x))
     # The second column's outputs come from the second column's inputs only.
     changed = x.at[..., :4].set(0.0)
     np.testing.assert_array_equal(jax.jit(conv.apply)(params_b, changed)[..., 3:],
@@ -160,25 +166,28 @@ class ModelsTest(parameterized.TestCase):
     x = jnp.asarray(np.random.RandomState(0).randn(4, 64, 64, 3), jnp.float32)
     ids, key = jnp.arange(4), jax.random.key(1)
     results = []
-    for max_pool, stem_conv in (("argmax", "direct"), ("reduce_window", "direct"),
-                                ("argmax", "space_to_depth")):
-      net = models.build("alexnet_owt_tiny", 10, image_size=64, max_pool=max_pool,
-                         stem_conv=stem_conv)
-      # Jitted: op by op, every one of the network's operations would compile on its own (and
-      # as the project initialises: little LLVM optimisation for a program that runs once).
-      params = compiler_options.jit_initializer(net.init, jax.devices()[0])(
-          jax.random.key(0), x[:1], example_ids_B=ids[:1])["params"]
-      loss = lambda p, net=net: jnp.sum(net.apply({"params": p}, x, example_ids_B=ids,
-                                                  dropout_key=key) ** 2)
-      results.append((params, *jax.jit(jax.value_and_grad(loss))(params)))
-    params_a, loss_a, grads_a = results[0]
-    for params_b, loss_b, grads_b in results[1:]:
+    for max_pool, stem_conv, dtype in (("argmax", "direct", "float32"),
+                                       ("argmax", "direct", "float64"),
+                                       ("reduce_window", "direct", "float32"),
+                                       ("argmax", "space_to_depth", "float32")):
+      with jax.enable_x64(dtype == "float64"):
+        net = models.build("alexnet_owt_tiny", 10, image_size=64, max_pool=max_pool,
+                           stem_conv=stem_conv, dtype=dtype)
+        # Jitted: op by op, every one of the network's operations would compile on its own
+        # (and as the project initialises: little LLVM optimisation for a program that runs
+        # once).
+        params = compiler_options.jit_initializer(net.init, jax.devices()[0])(
+            jax.random.key(0), x[:1], example_ids_B=ids[:1])["params"]
+        params = jax.tree.map(lambda p: p.astype(net.dtype), params)
+        loss = lambda p, net=net: jnp.sum(net.apply({"params": p}, x, example_ids_B=ids,
+                                                    dropout_key=key) ** 2)
+        results.append((params, jax.device_get(jax.jit(jax.value_and_grad(loss))(params))))
+    (params_a, want), (_, exact) = results[:2]
+    for params_b, got in results[2:]:
       # The same parameters (names, shapes, initial values): checkpoints move between them.
       jax.tree.map(np.testing.assert_array_equal, params_a, params_b)
-      np.testing.assert_allclose(loss_a, loss_b, rtol=1e-6)
-      # Another summation order in conv1: agreement to float32 rounding of each gradient's scale.
-      jax.tree.map(lambda a, b: np.testing.assert_allclose(
-          a, b, rtol=1e-5, atol=1e-5 * float(np.abs(a).max())), grads_a, grads_b)
+      # Another order of the same sums in conv1 or the pools: float32 rounding.
+      numerics.assert_as_accurate(got, want, exact)
     with self.assertRaisesRegex(UserError, "unknown max_pool 'average'"):
       models.build("alexnet_owt_tiny", 10, image_size=64, max_pool="average")
     with self.assertRaisesRegex(UserError, "unknown stem_conv 'fft'"):
@@ -226,30 +235,33 @@ class ModelsTest(parameterized.TestCase):
         jax.random.key(0), images[:1], example_ids_B=ids[:1])
 
     @functools.partial(jax.jit, static_argnums=0)  # op by op, each operation compiles alone.
-    def train_mode(net, x, ids):  # dropout_key given: train mode, batch statistics.
+    def train_mode(net, variables, x, ids):  # dropout_key given: train mode, batch statistics.
       return net.apply(variables, x, example_ids_B=ids, dropout_key=key, mutable=["batch_stats"])
 
     results = {}
     for sync in (False, True):
       net = models.build("alexnet_bn_tiny", 10, plan.layout, image_size=64, dropout_rate=0.0,
                          sync_batch_norm=sync)
-      step = jax.shard_map(lambda x, ids, net=net: train_mode(net, x, ids), mesh=mesh,
+      step = jax.shard_map(lambda x, ids, net=net: train_mode(net, variables, x, ids), mesh=mesh,
                            in_specs=(P("data"), P("data")), out_specs=(P("data"), P()))
       shard = lambda x: jax.device_put(x, jax.sharding.NamedSharding(mesh, P("data")))
-      results[sync] = jax.jit(step)(shard(images), shard(ids))
-    halves = [train_mode(whole, images[i:i + 4], ids[i:i + 4]) for i in (0, 4)]
-    # Per worker: each half normalised with its own statistics, as two single-device passes;
-    # the running averages follow the mean of the workers' statistics.
-    np.testing.assert_allclose(results[False][0], jnp.concatenate([h[0] for h in halves]),
-                               rtol=1e-5, atol=1e-6)
-    jax.tree.map(lambda got, a, b: np.testing.assert_allclose(got, (a + b) / 2, rtol=1e-5,
-                                                              atol=1e-6),
-                 results[False][1], halves[0][1], halves[1][1])
-    # Synchronised: the whole batch's statistics, as one single-device pass.
-    logits, stats = train_mode(whole, images, ids)
-    np.testing.assert_allclose(results[True][0], logits, rtol=1e-5, atol=1e-6)
-    jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6),
-                 results[True][1], stats)
+      results[sync] = jax.device_get(jax.jit(step)(shard(images), shard(ids)))
+
+    def one_device(dtype):
+      """(per worker, synchronised) as single-device passes: each half normalised with its own
+      statistics, the running averages following the mean of the halves'; and the whole
+      batch's statistics in one pass."""
+      with jax.enable_x64(dtype == "float64"):
+        net = models.build("alexnet_bn_tiny", 10, image_size=64, dropout_rate=0.0, dtype=dtype)
+        wide = jax.tree.map(lambda v: v.astype(net.dtype), variables)
+        halves = [train_mode(net, wide, images[i:i + 4], ids[i:i + 4]) for i in (0, 4)]
+        per_worker = (jnp.concatenate([h[0] for h in halves]),
+                      jax.tree.map(lambda a, b: (a + b) / 2, halves[0][1], halves[1][1]))
+        return jax.device_get((per_worker, train_mode(net, wide, images, ids)))
+
+    (per_worker, synchronised), exact = one_device("float32"), one_device("float64")
+    numerics.assert_as_accurate(results[False], per_worker, exact[0])
+    numerics.assert_as_accurate(results[True], synchronised, exact[1])
     self.assertGreater(np.abs(results[True][0] - results[False][0]).max(), 1e-3)
 
   def test_unknown_model(self):

@@ -54,3 +54,19 @@ def train_steps(run: experiment.Experiment, batches, state=None):
     losses.append(float(metrics["train_loss"]))
   variables = jax.tree.map(np.asarray, run.scheme.eval_variables(state))
   return state, np.array(losses), variables
+
+
+def float64_steps(model_name: str, scheme: str, data: int, model: int, config, batch: int,
+                  batches):
+  """`train_steps` of the same run from its initial state with every value in float64
+  (`models.DTYPES`): the exact answer its float32 runs approximate (tests/numerics.py).
+
+  Returns:
+    (losses, variables) in float64 numpy.
+  """
+  config = config.copy_and_resolve_references()
+  config.dtype = "float64"
+  with jax.enable_x64(True):
+    _, losses, variables = train_steps(build(model_name, scheme, data, model, config, batch),
+                                       batches)
+  return losses, variables

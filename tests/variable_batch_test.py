@@ -9,7 +9,7 @@ import experiment
 from hybrid_parallel import models, train_state
 from hybrid_parallel.errors import UserError
 from hybrid_parallel.steps import variable_batch
-from tests import testing
+from tests import numerics, testing
 
 GLOBAL_BATCH = 32  # 4 rows per device on 2×4 (a multiple of 4, as (c) needs) and on 1×8.
 STEPS = 3
@@ -19,32 +19,37 @@ BATCHES = testing.random_batches(STEPS, GLOBAL_BATCH, seed=5)
 _runs = {}
 
 
-def single_device():
-  """The plain single-device run: losses and variables (computed once)."""
-  if "single" not in _runs:
-    run = testing.build("alexnet_owt_tiny", "single", 1, 1, CONFIG, GLOBAL_BATCH)
-    _runs["single"] = testing.train_steps(run, BATCHES)[1:]
-  return _runs["single"]
+def single_device(dtype="float32"):
+  """The plain single-device run: losses and variables (computed once per dtype)."""
+  if dtype not in _runs:
+    if dtype == "float64":
+      _runs[dtype] = testing.float64_steps("alexnet_owt_tiny", "single", 1, 1, CONFIG,
+                                           GLOBAL_BATCH, BATCHES)
+    else:
+      run = testing.build("alexnet_owt_tiny", "single", 1, 1, CONFIG, GLOBAL_BATCH)
+      _runs[dtype] = testing.train_steps(run, BATCHES)[1:]
+  return _runs[dtype]
 
 
-def reference(variant, data, model, fc_updates_per_step):
+def reference(variant, data, model, fc_updates_per_step, dtype="float32"):
   """The single-device variable-batch step over the passes `variant` makes on a data × model
-  mesh: losses and variables."""
+  mesh: losses and variables (float64: see tests/numerics.py)."""
   config = CONFIG.copy_and_resolve_references()
   config.global_batch_size = GLOBAL_BATCH
-  net = models.build(config.model, 10, image_size=testing.IMAGE_SIZE)
-  schedule = experiment.make_schedule(config, steps_per_epoch=10, total_steps=100)
-  tx = experiment.make_optimizer(config, schedule, fc_updates_per_step=fc_updates_per_step)
-  state = train_state.initialize(net, tx, (1, testing.IMAGE_SIZE, testing.IMAGE_SIZE, 3),
-                                 seed=config.seed)
-  rows = variable_batch.pass_rows(variant, data=data, model=model, global_batch=GLOBAL_BATCH)
-  step = variable_batch.make_reference_step(net, tx, rows=rows,
-                                            fc_updates_per_step=fc_updates_per_step)
-  losses = []
-  for images, labels in BATCHES:
-    state, metrics = step(state, images, labels)
-    losses.append(float(metrics["train_loss"]))
-  return np.array(losses), jax.tree.map(np.asarray, {"params": state.params})
+  with jax.enable_x64(dtype == "float64"):
+    net = models.build(config.model, 10, image_size=testing.IMAGE_SIZE, dtype=dtype)
+    schedule = experiment.make_schedule(config, steps_per_epoch=10, total_steps=100)
+    tx = experiment.make_optimizer(config, schedule, fc_updates_per_step=fc_updates_per_step)
+    state = train_state.initialize(net, tx, (1, testing.IMAGE_SIZE, testing.IMAGE_SIZE, 3),
+                                   seed=config.seed)
+    rows = variable_batch.pass_rows(variant, data=data, model=model, global_batch=GLOBAL_BATCH)
+    step = variable_batch.make_reference_step(net, tx, rows=rows,
+                                              fc_updates_per_step=fc_updates_per_step)
+    losses = []
+    for images, labels in BATCHES:
+      state, metrics = step(state, images, labels)
+      losses.append(float(metrics["train_loss"]))
+    return np.array(losses), jax.tree.map(np.asarray, {"params": state.params})
 
 
 def distributed(variant, data, model, fc_updates_per_step):
@@ -54,26 +59,20 @@ def distributed(variant, data, model, fc_updates_per_step):
   return testing.train_steps(run, BATCHES)[1:]
 
 
-def assert_same_run(test, got, want, *, rtol=1e-5, atol=2e-7):
-  (got_losses, got_variables), (want_losses, want_variables) = got, want
-  np.testing.assert_allclose(got_losses, want_losses, rtol=1e-6, atol=1e-6)
-  test.assertEqual(jax.tree.structure(got_variables), jax.tree.structure(want_variables))
-  jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=rtol, atol=atol),
-               got_variables, want_variables)
-
-
 class VariantsTest(parameterized.TestCase):
 
   @parameterized.named_parameters(("b_1x8", "b", 1, 8), ("c_2x4", "c", 2, 4))
   def test_one_fc_update_per_step_is_scheme_a(self, variant, data, model):
     # (a) equals the single-device step (step_test); so must (b) and (c) summed over passes.
-    assert_same_run(self, distributed(variant, data, model, 1), single_device())
+    numerics.assert_as_accurate(distributed(variant, data, model, 1), single_device(),
+                                single_device("float64"))
 
   # (b) on 2×4 here, on 1×8 above: the data axis sums each pass's FC gradients too.
   @parameterized.named_parameters(("b_2x4", "b", 2, 4), ("c_2x4", "c", 2, 4))
   def test_an_fc_update_per_pass_is_the_reference(self, variant, data, model):
     got = distributed(variant, data, model, model)
-    assert_same_run(self, got, reference(variant, data, model, model))
+    numerics.assert_as_accurate(got, reference(variant, data, model, model),
+                                reference(variant, data, model, model, "float64"))
     # and not (a): after the first step the FC layers have moved K times.
     losses, variables = got
     plain_losses, plain = single_device()
@@ -82,9 +81,9 @@ class VariantsTest(parameterized.TestCase):
                               plain["params"]["fc7"]["dense"]["kernel"]).max(), 1e-4)
 
   def test_the_reference_with_one_pass_is_the_plain_step(self):
-    losses, variables = reference("b", 1, 1, 1)
-    assert_same_run(self, (losses, variables), (single_device()[0],
-                                                {"params": single_device()[1]["params"]}))
+    plain = lambda run: (run[0], {"params": run[1]["params"]})
+    numerics.assert_as_accurate(reference("b", 1, 1, 1), plain(single_device()),
+                                plain(single_device("float64")))
 
   def test_pass_rows(self):
     # 2 data groups × 2 workers × 4 rows: worker rows [0..3], [4..7] | [8..11], [12..15].
