@@ -96,8 +96,8 @@ def table1(arch, rate, link) -> list[dict]:
   return rows
 
 
-# Krizhevsky 2014, Table 1 (a secondary source; see REFERENCES): 8 K20 GPUs, batch 128 per
-# worker; one GPU took 98.05 h for 90 epochs; (conv batch, FC batch) speed-ups.
+# Krizhevsky 2014 (arXiv:1404.5997), Table 1, as secondary sources quote it: 8 K20 GPUs, batch
+# 128 per worker; one GPU took 98.05 h for 90 epochs; (conv batch, FC batch) speed-ups.
 K20_ONE_GPU_HOURS = 98.05
 K20_EPOCHS = 90
 KRIZHEVSKY_SPEEDUPS = {"(1024, 1024)": 6.25, "(1024, 128)": 6.16}

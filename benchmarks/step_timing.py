@@ -5,10 +5,10 @@ Shared by the benchmarks that time steps (no flags here, so any of them can impo
 
 import time
 
-# Stated dense peaks (FLOP/s) by device kind and compute dtype (REFERENCES.md; the H200 has the
-# H100 SXM's arithmetic). float32 is charged at the TF32 tensor-core peak: XLA's default
-# precision on NVIDIA GPUs lets cuDNN and cuBLAS run float32 convolutions and matmuls in TF32
-# (plain float32 arithmetic peaks at 67 TFLOP/s).
+# Stated dense peaks (FLOP/s) by device kind and compute dtype (NVIDIA's H100 SXM datasheet; the
+# H200 has the H100 SXM's arithmetic). float32 is charged at the TF32 tensor-core peak: XLA's
+# default precision on NVIDIA GPUs lets cuDNN and cuBLAS run float32 convolutions and matmuls in
+# TF32 (plain float32 arithmetic peaks at 67 TFLOP/s).
 GPU_PEAKS = {"H100": {"float32": 495e12, "bfloat16": 989e12},
              "H200": {"float32": 495e12, "bfloat16": 989e12}}
 PEAK_NAMES = {"float32": "TF32", "bfloat16": "bfloat16"}

@@ -20,7 +20,7 @@ class ArithmeticTest(parameterized.TestCase):
     layers = costmodel.layers(OWT, 224, 1000)
     macs = sum(layer.macs for layer in layers)
     self.assertEqual(sum(layer.params for layer in layers), 61_100_840)  # = models' count
-    self.assertAlmostEqual(macs / 1e6, 714.2, places=1)  # REFERENCES: 714.2 M multiply-adds
+    self.assertAlmostEqual(macs / 1e6, 714.2, places=1)  # the published widths' arithmetic
     conv = sum(layer.macs for layer in layers if layer.kind == "conv")
     self.assertAlmostEqual(conv / macs, 0.918, places=3)  # convs 91.8% of the compute
     self.assertAlmostEqual(costmodel.training_flops_per_image(OWT, 224, 1000) / 1e9, 4.29,
@@ -33,14 +33,15 @@ class ArithmeticTest(parameterized.TestCase):
 
   @parameterized.named_parameters(("k2", 2, 244), ("k4", 4, 367), ("k8", 8, 428))
   def test_data_parallel_ring_bytes(self, k, megabytes):
-    # REFERENCES: ≈ 244 / 367 / 428 MB per worker for K = 2 / 4 / 8 (one-column net, 61.1 M).
+    # The published widths' arithmetic: ≈ 244 / 367 / 428 MB per worker for K = 2 / 4 / 8
+    # (one-column net, 61.1 M).
     traffic = costmodel.traffic(OWT, partitioning.make_plan("data", k, 1), 128 * k, 224, 1000)
     self.assertAlmostEqual(traffic.total / 1e6, megabytes, delta=1)
 
   @parameterized.named_parameters(("k2", 2, 10, 9), ("k4", 4, 15, 28), ("k8", 8, 17, 66))
   def test_owt_conv_gradients_and_fc6_gather(self, k, conv_mb, fc6_mb):
-    # REFERENCES: owt ≈ 10 / 15 / 17 MB of conv gradients plus 9 / 28 / 66 MB of gathered FC
-    # activations (fc6's input); our total adds fc7's input and the logits.
+    # The same arithmetic: owt ≈ 10 / 15 / 17 MB of conv gradients plus 9 / 28 / 66 MB of gathered
+    # FC activations (fc6's input); our total adds fc7's input and the logits.
     plan = partitioning.make_plan("owt", 1, k)
     traffic = costmodel.traffic(OWT, plan, 128 * k, 224, 1000)
     self.assertAlmostEqual(traffic.gradients / 1e6, conv_mb, delta=0.5)
