@@ -1,11 +1,19 @@
-"""A config made into the library's objects: plan, mesh, model, optimiser, scheme and steps.
+"""A config made into a run: resolved once into a typed description, then built into the library's
+objects (plan, mesh, model, optimiser, scheme and steps).
 
-This is where a `ConfigDict` stops: everything below (`hybrid_parallel`, `input_pipeline`) takes
-the values it uses as arguments. `train.py` runs the loop on what `build` returns; the tests,
-benchmarks and notebook build the same objects through the same function.
+`resolve(config)` is the one place that reads a config: it checks every field and every
+combination (validation.py says each rule's sentence), touches no device, and returns a frozen
+`RunSpec`. Everything after takes the RunSpec — `build` the objects, `load_dataset` the data,
+train.py the loop — and nothing re-checks what it guarantees. This is where a `ConfigDict` stops:
+`hybrid_parallel` and `input_pipeline` take the values they use as arguments.
+
+Each part of a RunSpec is a dataclass whose fields are the config fields of the same names
+(configs/default.py describes them), read by one function (`_read`): a new field is one line
+here, in default.py and in validation.FIELDS.
 """
 
 import dataclasses
+import types
 
 import jax
 import ml_collections
@@ -13,16 +21,199 @@ import optax
 from jax.sharding import NamedSharding
 
 import input_pipeline
+import validation
 from hybrid_parallel import layers, models, optim, partitioning, schemes
 from hybrid_parallel import mesh as mesh_lib
 from hybrid_parallel.local_sgd import asgd, averaging
 from hybrid_parallel.steps import explicit
+from hybrid_parallel.steps.common import StepOptions
+
+
+def _from(config_field: str):
+  """A RunSpec field read from a config field of another name."""
+  return dataclasses.field(metadata={"config": config_field})
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelChoice:
+  """The network and how it is computed (`models.build`; "auto" settings are resolved for the
+  platform when the run is built)."""
+  name: str = _from("model")
+  dropout_rate: float
+  sync_batch_norm: bool
+  dtype: str
+  max_pool: str
+  stem_conv: str
+  grouped_conv: str
+
+
+@dataclasses.dataclass(frozen=True)
+class OptimizerChoice:
+  """`optim.make_optimizer`'s settings (its keyword arguments, by name)."""
+  optimizer: str
+  momentum: float
+  nesterov: bool
+  weight_decay: float
+  lars_trust_coefficient: float
+  lars_eps: float
+  lr_multipliers: types.MappingProxyType
+
+
+@dataclasses.dataclass(frozen=True)
+class ScheduleChoice:
+  """The learning rate per step (optim.py: scaling rule, warmup, decay)."""
+  base_learning_rate: float
+  reference_batch_size: int
+  lr_scaling: str
+  warmup_epochs: float
+  warmup: str
+  lr_decay: str
+  lr_decay_factor: float
+  lr_decay_epochs: tuple[float, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class DataChoice:
+  """Where the examples come from (`input_pipeline.load`)."""
+  dataset: str
+  data_dir: str
+  tfds_download: bool
+  input_shards: int
+  shuffle_buffer: int
+  pca_lighting_std: float
+  eval_crops: int
+  synthetic_examples: int
+  synthetic_classes: int
+
+
+@dataclasses.dataclass(frozen=True)
+class LoopChoice:
+  """How long the loop trains and what it writes on the way (train.py)."""
+  num_epochs: float
+  num_train_steps: int
+  log_every_steps: int
+  eval_every_steps: int
+  checkpoint_every_steps: int
+  checkpoint_keep: int
+  step_timeout_s: float
+  profile_steps: int
+
+
+@dataclasses.dataclass(frozen=True)
+class AveragingChoice:
+  """Model averaging's meetings (local_sgd/averaging.py)."""
+  average_method: str
+  sync_every: int
+  average_momentum: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class AsgdChoice:
+  """A-SGD's pushes and fetches (local_sgd/asgd.py)."""
+  n_push: int
+  n_fetch: int
+  asgd_stagger: bool
+  warm_start_steps: int
+
+
+@dataclasses.dataclass(frozen=True)
+class RunSpec:
+  """Everything a run of one config is, checked (`resolve`)."""
+  plan: partitioning.Plan
+  processes: int  # how many processes run it (jax.distributed).
+  seed: int
+  image_size: int
+  global_batch_size: int
+  eval_batch_size: int
+  model: ModelChoice
+  step: StepOptions
+  optimizer: OptimizerChoice
+  schedule: ScheduleChoice
+  data: DataChoice
+  loop: LoopChoice
+  local_sgd: AveragingChoice | AsgdChoice | None  # the local-SGD schemes' meetings.
+
+  def describe(self) -> dict:
+    """The run as plain values (what `main.py --dry_run` prints)."""
+    plan = self.plan
+    return {"scheme": plan.scheme, "mesh": f"{plan.data}x{plan.model}",
+            **{k: v for k, v in _plain(self).items() if k != "plan"}}
+
+
+def _settings(part) -> dict:
+  """A part's fields by name (shallow: dataclasses.asdict would deep-copy its mappings)."""
+  return {f.name: getattr(part, f.name) for f in dataclasses.fields(part)}
+
+
+def _plain(value):
+  """`value` as JSON-ready values."""
+  if dataclasses.is_dataclass(value):
+    return _plain(_settings(value))
+  if isinstance(value, (dict, types.MappingProxyType)):
+    return {k: _plain(v) for k, v in value.items()}
+  if isinstance(value, (tuple, list)):
+    return [_plain(v) for v in value]
+  return value
+
+
+def _frozen(value):
+  """A config value as a RunSpec holds it: sequences as tuples, dicts read-only."""
+  if isinstance(value, ml_collections.ConfigDict):
+    value = value.to_dict()
+  if isinstance(value, dict):
+    return types.MappingProxyType({k: _frozen(v) for k, v in value.items()})
+  if isinstance(value, (list, tuple)):
+    return tuple(_frozen(v) for v in value)
+  return value
+
+
+def _read(cls, config: ml_collections.ConfigDict):
+  """An instance of the dataclass `cls`, each field read from the config field of its name."""
+  return cls(**{f.name: _frozen(config[f.metadata.get("config", f.name)])
+                for f in dataclasses.fields(cls)})
+
+
+# The config fields each part of a RunSpec reads (validation_test checks that every field of
+# configs/default.py is read by exactly one part).
+PARTS = (ModelChoice, StepOptions, OptimizerChoice, ScheduleChoice, DataChoice, LoopChoice,
+         AveragingChoice, AsgdChoice)
+TOP_LEVEL_FIELDS = ("parallelism", "mesh.data", "mesh.model", "seed", "image_size",
+                    "global_batch_size", "eval_batch_size")
+
+
+def config_fields(cls) -> tuple[str, ...]:
+  """The config fields a part of a RunSpec is read from."""
+  return tuple(f.metadata.get("config", f.name) for f in dataclasses.fields(cls))
+
+
+def resolve(config: ml_collections.ConfigDict, *, processes: int = 1) -> RunSpec:
+  """The run `config` describes, every field and combination checked; touches no device.
+
+  Args:
+    config: the run's config (configs/default.py describes every field).
+    processes: how many processes will run it (jax.distributed).
+
+  Raises:
+    UserError: one sentence naming the first field or combination that cannot work.
+  """
+  validation.check_fields(config)
+  plan = partitioning.make_plan(config.parallelism, config.mesh.data, config.mesh.model)
+  local_sgd = {"averaging": AveragingChoice, "asgd": AsgdChoice}.get(plan.scheme)
+  run = RunSpec(plan=plan, processes=processes, seed=config.seed, image_size=config.image_size,
+                global_batch_size=config.global_batch_size,
+                eval_batch_size=config.eval_batch_size, model=_read(ModelChoice, config),
+                step=_read(StepOptions, config), optimizer=_read(OptimizerChoice, config),
+                schedule=_read(ScheduleChoice, config), data=_read(DataChoice, config),
+                loop=_read(LoopChoice, config),
+                local_sgd=_read(local_sgd, config) if local_sgd else None)
+  validation.check_run(run)
+  return run
 
 
 @dataclasses.dataclass
 class Experiment:
-  """Everything a run of one config is made of (see `build`)."""
-  plan: partitioning.Plan
+  """Everything a run is made of on its devices (see `build`)."""
+  spec: RunSpec
   mesh: jax.sharding.Mesh
   model: models.AlexNet
   tx: optax.GradientTransformation
@@ -31,112 +222,115 @@ class Experiment:
   eval_step: object  # (variables, images, labels, weights) -> sums; see steps.explicit.
 
   @property
+  def plan(self) -> partitioning.Plan:
+    return self.spec.plan
+
+  @property
   def batch_sharding(self) -> NamedSharding:
     """How a global batch of images or labels is laid out on the mesh."""
     return NamedSharding(self.mesh, self.plan.batch_spec)
 
 
-def load_dataset(config: ml_collections.ConfigDict):
-  """The input pipeline's source for `config.dataset` (input_pipeline.load)."""
+def load_dataset(spec: RunSpec):
+  """The input pipeline's source for the run's data (input_pipeline.load)."""
+  data = spec.data
   return input_pipeline.load(
-      config.dataset, image_size=config.image_size, seed=config.seed,
-      synthetic_examples=config.synthetic_examples, synthetic_classes=config.synthetic_classes,
-      data_dir=config.data_dir or None, download=config.tfds_download,
-      input_shards=config.input_shards, shuffle_buffer=config.shuffle_buffer,
-      pca_lighting_std=config.pca_lighting_std, eval_crops=config.eval_crops)
+      data.dataset, image_size=spec.image_size, seed=spec.seed,
+      synthetic_examples=data.synthetic_examples, synthetic_classes=data.synthetic_classes,
+      data_dir=data.data_dir or None, download=data.tfds_download,
+      input_shards=data.input_shards, shuffle_buffer=data.shuffle_buffer,
+      pca_lighting_std=data.pca_lighting_std, eval_crops=data.eval_crops)
 
 
-def steps_to_train(config: ml_collections.ConfigDict, steps_per_epoch: int) -> int:
+def steps_to_train(spec: RunSpec, steps_per_epoch: int) -> int:
   """`num_train_steps` when set (> 0), else `num_epochs` epochs (at least one step)."""
-  if config.num_train_steps > 0:
-    return config.num_train_steps
-  return max(1, round(config.num_epochs * steps_per_epoch))
+  if spec.loop.num_train_steps > 0:
+    return spec.loop.num_train_steps
+  return max(1, round(spec.loop.num_epochs * steps_per_epoch))
 
 
-def make_schedule(config: ml_collections.ConfigDict, *, steps_per_epoch: int,
-                  total_steps: int) -> optax.Schedule:
-  """The learning rate per step for the config's batch and rules (optim.py)."""
-  peak = optim.peak_learning_rate(config.base_learning_rate, config.global_batch_size,
-                                  reference_batch=config.reference_batch_size,
-                                  scaling=config.lr_scaling)
+def make_schedule(spec: RunSpec, *, steps_per_epoch: int, total_steps: int) -> optax.Schedule:
+  """The learning rate per step for the run's batch and rules (optim.py)."""
+  rule = spec.schedule
+  peak = optim.peak_learning_rate(rule.base_learning_rate, spec.global_batch_size,
+                                  reference_batch=rule.reference_batch_size,
+                                  scaling=rule.lr_scaling)
   return optim.learning_rate_schedule(
-      config.base_learning_rate, peak, steps_per_epoch=steps_per_epoch, total_steps=total_steps,
-      warmup_epochs=config.warmup_epochs, warmup=config.warmup, decay=config.lr_decay,
-      decay_factor=config.lr_decay_factor, decay_epochs=tuple(config.lr_decay_epochs))
+      rule.base_learning_rate, peak, steps_per_epoch=steps_per_epoch, total_steps=total_steps,
+      warmup_epochs=rule.warmup_epochs, warmup=rule.warmup, decay=rule.lr_decay,
+      decay_factor=rule.lr_decay_factor, decay_epochs=rule.lr_decay_epochs)
 
 
-def make_optimizer(config: ml_collections.ConfigDict, schedule: optax.Schedule, *,
-                   norm_axes=None, fc_updates_per_step: int = 1) -> optax.GradientTransformation:
-  """The config's optimiser at `schedule` (optim.make_optimizer)."""
-  return optim.make_optimizer(
-      schedule, optimizer=config.optimizer, momentum=config.momentum, nesterov=config.nesterov,
-      weight_decay=config.weight_decay, lars_trust_coefficient=config.lars_trust_coefficient,
-      lars_eps=config.lars_eps, lr_multipliers=dict(config.lr_multipliers), norm_axes=norm_axes,
-      fc_updates_per_step=fc_updates_per_step)
+def make_optimizer(spec: RunSpec, schedule: optax.Schedule, *,
+                   norm_axes=None) -> optax.GradientTransformation:
+  """The run's optimiser at `schedule` (optim.make_optimizer)."""
+  settings = _settings(spec.optimizer)
+  settings["lr_multipliers"] = dict(spec.optimizer.lr_multipliers)
+  return optim.make_optimizer(schedule, **settings, norm_axes=norm_axes,
+                              fc_updates_per_step=spec.step.fc_updates_per_step)
 
 
 def for_platform(choice: str, by_platform: dict[str, str], platform: str) -> str:
-  """A per-platform setting (`config.max_pool`, `stem_conv`, `grouped_conv`): the config's
-  choice, or for "auto" what was measured fastest on `platform` (the CPU's choice where
-  unmeasured)."""
+  """A per-platform setting (`max_pool`, `stem_conv`, `grouped_conv`): the choice, or for "auto"
+  what was measured fastest on `platform` (the CPU's choice where unmeasured)."""
   if choice == "auto":
     return by_platform.get(platform, by_platform["cpu"])
   return choice
 
 
-def _sync(config: ml_collections.ConfigDict, plan: partitioning.Plan):
+def build_model(spec: RunSpec, num_classes: int, platform: str) -> models.AlexNet:
+  """The run's network with its plan's layout, "auto" settings chosen for `platform`."""
+  choice = spec.model
+  return models.build(choice.name, num_classes, spec.plan.layout, image_size=spec.image_size,
+                      dropout_rate=choice.dropout_rate, sync_batch_norm=choice.sync_batch_norm,
+                      dtype=choice.dtype,
+                      max_pool=for_platform(choice.max_pool, layers.MAX_POOL_BY_PLATFORM,
+                                            platform),
+                      stem_conv=for_platform(choice.stem_conv, layers.STEM_CONV_BY_PLATFORM,
+                                             platform),
+                      grouped_conv=for_platform(choice.grouped_conv,
+                                                layers.GROUPED_CONV_BY_PLATFORM, platform))
+
+
+def _sync(spec: RunSpec):
   """How the replicas of a local-SGD scheme meet; None for the synchronous schemes."""
-  if plan.scheme == "averaging":
-    return averaging.make_sync(config.average_method, plan.data, sync_every=config.sync_every,
-                               average_momentum=config.average_momentum)
-  if plan.scheme == "asgd":
-    return asgd.make_sync(plan.data, n_push=config.n_push, n_fetch=config.n_fetch,
-                          stagger=config.asgd_stagger, warm_start_steps=config.warm_start_steps)
+  choice, replicas = spec.local_sgd, spec.plan.data
+  if isinstance(choice, AveragingChoice):
+    return averaging.make_sync(choice.average_method, replicas, sync_every=choice.sync_every,
+                               average_momentum=choice.average_momentum)
+  if isinstance(choice, AsgdChoice):
+    return asgd.make_sync(replicas, n_push=choice.n_push, n_fetch=choice.n_fetch,
+                          stagger=choice.asgd_stagger, warm_start_steps=choice.warm_start_steps)
   return None
 
 
-def build(config: ml_collections.ConfigDict, *, num_classes: int, channels: int,
-          steps_per_epoch: int, total_steps: int, devices=None,
-          abstract: bool = False) -> Experiment:
-  """The objects a run of `config` is made of.
+def build(spec: RunSpec, *, num_classes: int, channels: int, steps_per_epoch: int,
+          total_steps: int, devices=None, abstract: bool = False) -> Experiment:
+  """The objects a run of `spec` is made of.
 
   Args:
-    config: the run's config (configs/default.py describes every field).
+    spec: the resolved run (`resolve`).
     num_classes, channels: the dataset's.
     steps_per_epoch, total_steps: for the learning-rate schedule.
-    devices: where the mesh goes; default `jax.devices()`.
+    devices: where the mesh goes; default `jax.devices()`. Compile-only devices (a TPU
+      topology's, say) build a scheme to compile with `abstract`.
     abstract: the scheme's state as shape structs (to restore a checkpoint into, or to compile)
       instead of arrays; `scheme.init()` makes the arrays.
 
   Raises:
-    UserError: for a config, mesh or batch that cannot work, before anything is compiled.
+    UserError: for too few devices (the one thing `resolve` cannot know).
   """
-  plan = partitioning.make_plan(config.parallelism, config.mesh.data, config.mesh.model)
-  partitioning.check_batch(plan, config.global_batch_size, microbatches=config.microbatches)
-  partitioning.check_batch(plan, config.eval_batch_size, what="eval_batch_size")
-  mesh = mesh_lib.make_mesh(plan.data, plan.model, devices, auto_axes=config.backend == "gspmd")
-  platform = mesh.devices.flat[0].platform
-  model = models.build(config.model, num_classes, plan.layout, image_size=config.image_size,
-                       dropout_rate=config.dropout_rate, sync_batch_norm=config.sync_batch_norm,
-                       dtype=config.dtype,
-                       max_pool=for_platform(config.max_pool, layers.MAX_POOL_BY_PLATFORM,
-                                             platform),
-                       stem_conv=for_platform(config.stem_conv, layers.STEM_CONV_BY_PLATFORM,
-                                              platform),
-                       grouped_conv=for_platform(config.grouped_conv,
-                                                 layers.GROUPED_CONV_BY_PLATFORM, platform))
-  schedule = make_schedule(config, steps_per_epoch=steps_per_epoch, total_steps=total_steps)
-  tx = make_optimizer(config, schedule,
-                      norm_axes=schemes.norm_axes(plan, model, backend=config.backend),
-                      fc_updates_per_step=config.fc_updates_per_step)
-  image_shape = models.input_shape(config.model, config.image_size, channels)
-  scheme = schemes.build(model, plan, mesh, tx, image_shape, seed=config.seed,
-                         backend=config.backend, grad_reduce=config.grad_reduce,
-                         microbatches=config.microbatches,
-                         skip_nonfinite=config.skip_nonfinite_steps,
-                         tune_xla_cpu=config.tune_xla_cpu, owt_variant=config.owt_variant,
-                         fc_updates_per_step=config.fc_updates_per_step,
-                         sync=_sync(config, plan), abstract=abstract)
-  eval_step = explicit.make_eval_step(model, plan, mesh, scheme.eval_specs,
-                                      crops=config.eval_crops, tune_xla_cpu=config.tune_xla_cpu)
-  return Experiment(plan, mesh, model, tx, schedule, scheme, eval_step)
+  plan = spec.plan
+  mesh = mesh_lib.make_mesh(plan.data, plan.model, devices=devices,
+                            auto_axes=spec.step.backend == "gspmd")
+  model = build_model(spec, num_classes, mesh.devices.flat[0].platform)
+  schedule = make_schedule(spec, steps_per_epoch=steps_per_epoch, total_steps=total_steps)
+  tx = make_optimizer(spec, schedule,
+                      norm_axes=schemes.norm_axes(plan, model, backend=spec.step.backend))
+  image_shape = models.input_shape(spec.model.name, spec.image_size, channels)
+  scheme = schemes.build(model, plan, mesh, tx=tx, image_shape=image_shape, seed=spec.seed,
+                         options=spec.step, sync=_sync(spec), abstract=abstract)
+  eval_step = explicit.make_eval_step(model, plan, mesh, variable_specs=scheme.eval_specs,
+                                      crops=spec.data.eval_crops,
+                                      tune_xla_cpu=spec.step.tune_xla_cpu)
+  return Experiment(spec, mesh, model, tx, schedule, scheme, eval_step)

@@ -1,8 +1,8 @@
-"""train_and_evaluate(config, workdir): plan → mesh → state → data → loop → metrics.
+"""train_and_evaluate(config, workdir): run → mesh → state → data → loop → metrics.
 
 The loop is the same for every scheme; `config.parallelism` and `config.mesh` only change the plan
 (hybrid_parallel.partitioning) that the mesh, the state's shardings and the step are built from
-(experiment.build).
+(experiment.resolve, then experiment.build).
 """
 
 import os
@@ -16,12 +16,11 @@ from absl import logging
 
 import experiment
 import input_pipeline
-import validation
 from hybrid_parallel import mesh as mesh_lib
 from hybrid_parallel import checkpointing, faults, metric_writers, models, partitioning, profiling
 
 
-def evaluate(eval_step, variables, dataset, sharding, batch: int) -> dict[str, float]:
+def evaluate(eval_step, variables, dataset, *, sharding, batch: int) -> dict[str, float]:
   """Mean loss, top-1 and top-5 accuracy over the whole test set."""
   sums = None
   for images, labels, weights in input_pipeline.eval_batches(dataset, sharding, batch):
@@ -33,42 +32,46 @@ def evaluate(eval_step, variables, dataset, sharding, batch: int) -> dict[str, f
   return {k: float(v) / count for k, v in sums.items()}
 
 
-def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[str, float]:
+def train_and_evaluate(config: ml_collections.ConfigDict | experiment.RunSpec,
+                       workdir: str) -> dict[str, float]:
   """Trains `config` and writes metrics to `workdir`; returns the final eval metrics.
 
-  A workdir with checkpoints resumes from the newest; one whose run is finished is evaluated,
-  not trained.
+  `config` is a ConfigDict (resolved here, for this job's processes) or the RunSpec
+  `experiment.resolve` made of one (main.py resolves before anything starts). A workdir with
+  checkpoints resumes from the newest; one whose run is finished is evaluated, not trained.
 
   Raises:
     UserError: for a config, mesh or dataset that cannot work, before any training.
     faults.Stopped: after SIGTERM or SIGINT, once the checkpoint of the step in flight is saved.
   """
-  validation.check_config(config, processes=jax.process_count())  # before any data is read.
-  devices, note = mesh_lib.pick_devices(config.mesh.data * config.mesh.model)
+  spec = (config if isinstance(config, experiment.RunSpec) else
+          experiment.resolve(config, processes=jax.process_count()))  # before any data is read.
+  plan, loop = spec.plan, spec.loop
+  devices, note = mesh_lib.pick_devices(plan.data * plan.model)
   if note:
     logging.warning(note)
-  dataset = experiment.load_dataset(config)
-  global_batch = config.global_batch_size
+  dataset = experiment.load_dataset(spec)
+  global_batch = spec.global_batch_size
   steps_per_epoch = input_pipeline.steps_per_epoch(dataset, global_batch)
-  total_steps = experiment.steps_to_train(config, steps_per_epoch)
-  run = experiment.build(config, num_classes=dataset.num_classes, channels=dataset.channels,
+  total_steps = experiment.steps_to_train(spec, steps_per_epoch)
+  run = experiment.build(spec, num_classes=dataset.num_classes, channels=dataset.channels,
                          steps_per_epoch=steps_per_epoch, total_steps=total_steps,
                          devices=devices, abstract=True)
-  plan, mesh, scheme, schedule = run.plan, run.mesh, run.scheme, run.schedule
+  mesh, scheme, schedule = run.mesh, run.scheme, run.schedule
   batch_sharding = run.batch_sharding
   evaluated = jax.eval_shape(scheme.eval_variables, scheme.state)  # shapes only.
   logging.info("%s: %s on a %d×%d mesh of %s devices, global batch %d, %d steps (%d per epoch), "
-               "%s parameters", config.model, config.parallelism, plan.data, plan.model,
+               "%s parameters", spec.model.name, plan.scheme, plan.data, plan.model,
                devices[0].platform, global_batch, total_steps, steps_per_epoch,
                f"{models.count_params(evaluated['params']):,}")
 
   checkpointer = checkpointing.Checkpointer(
-      os.path.join(workdir, "checkpoints"), config.checkpoint_every_steps, config.checkpoint_keep,
-      _run_description(config, plan))
+      os.path.join(workdir, "checkpoints"), loop.checkpoint_every_steps, loop.checkpoint_keep,
+      _run_description(spec))
   restored = checkpointer.restore_latest(scheme.state)
   if restored and restored.step >= total_steps:
     checkpointer.close()
-    return _report_finished(run, restored, dataset, config, workdir, total_steps)
+    return _report_finished(run, restored, dataset, workdir=workdir, total_steps=total_steps)
   if restored:
     state, first_step = restored.state, restored.step
     logging.info("resumed from the checkpoint at step %d (written by %s on a %s mesh); the data "
@@ -77,7 +80,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
   else:
     state, first_step = scheme.init(), 0
   batches = input_pipeline.train_iterator(
-      dataset, batch_sharding, global_batch, seed=config.seed,
+      dataset, batch_sharding, global_batch, seed=spec.seed,
       position=input_pipeline.start_position(
           dataset, first_step, global_batch,
           saved=restored.meta.get("data_position") if restored else None))
@@ -86,9 +89,10 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
   writer = metric_writers.MetricWriter(workdir, first_step=first_step) if is_logger else None
   progress = metric_writers.Progress(total_steps, first_step)
   chance = faults.ChanceWatch(dataset.num_classes,
-                              round(config.warmup_epochs * steps_per_epoch))
-  watchdog = faults.Watchdog(config.step_timeout_s, _peer_hint())
-  profiler = profiling.StepProfiler(workdir, first_step, config.profile_steps)
+                              round(spec.schedule.warmup_epochs * steps_per_epoch))
+  watchdog = faults.Watchdog(loop.step_timeout_s, _peer_hint())
+  profiler = profiling.StepProfiler(workdir, first_step, loop.profile_steps)
+  skip_nonfinite = spec.step.skip_nonfinite_steps
   last_checkpoint = restored.step if restored else None
   window, window_start = [], time.perf_counter()  # (step, metrics) since the last log row.
   previous = None  # (step, metrics) of the step before the one in flight.
@@ -104,35 +108,37 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
         if previous:
           # At most two steps in flight. Deeper queues gain nothing and can starve XLA:CPU's thread
           # pool when simulated devices block in a collective's rendezvous (a 40 s abort).
-          _check(*previous, config, last_checkpoint)
+          _check(*previous, skip_nonfinite=skip_nonfinite, last_checkpoint=last_checkpoint)
         previous = (done, metrics)
         window.append(previous)
         watchdog.beat()
         stopping = preemption.requested
         saving = checkpointer.due(done) or stopping or done == total_steps
-        logging_row = done % config.log_every_steps == 0 or done == total_steps or stopping
-        if saving or logging_row:
-          _check(done, metrics, config, last_checkpoint)  # never save or log a non-finite step.
+        logging_row = done % loop.log_every_steps == 0 or done == total_steps or stopping
+        if saving or logging_row:  # never save or log a non-finite step.
+          _check(done, metrics, skip_nonfinite=skip_nonfinite, last_checkpoint=last_checkpoint)
         if saving:
           checkpointer.save(done, state, input_pipeline.global_position(data_position))
           last_checkpoint = done
         if logging_row:
-          _log_row(window, schedule, global_batch, time.perf_counter() - window_start, writer,
-                   progress, chance)
+          _log_row(window, schedule=schedule, global_batch=global_batch,
+                   seconds=time.perf_counter() - window_start, writer=writer, progress=progress,
+                   chance=chance)
           window, window_start = [], time.perf_counter()
         if stopping:
           checkpointer.wait()
           stopped = faults.Stopped(preemption.received, done)
           logging.warning("%s", stopped)
           raise stopped
-        if done % config.eval_every_steps == 0 or done == total_steps:
+        if done % loop.eval_every_steps == 0 or done == total_steps:
           eval_metrics = evaluate(run.eval_step, scheme.eval_variables(state), dataset,
-                                  batch_sharding, config.eval_batch_size)
+                                  sharding=batch_sharding, batch=spec.eval_batch_size)
           if is_logger:
             writer.write(done, eval_metrics)
             logging.info("eval at step %d | %s", done, _describe(eval_metrics))
           window_start = time.perf_counter()  # evaluation time is not training throughput.
   finally:
+    batches.close()  # stops the input thread before anything it uses is torn down.
     profiler.close()
     watchdog.close()
     checkpointer.close()  # waits for saves in flight: a started checkpoint is never lost.
@@ -146,22 +152,22 @@ def _describe(eval_metrics: dict[str, float]) -> str:
           f"| top-5 {100 * eval_metrics['eval_top5']:.2f}%")
 
 
-def _report_finished(run: experiment.Experiment, restored, dataset, config, workdir: str,
+def _report_finished(run: experiment.Experiment, restored, dataset, *, workdir: str,
                      total_steps: int) -> dict[str, float]:
   """A finished run started again: its final evaluation, from its last checkpoint; no training,
   nothing written."""
   with jax.set_mesh(run.mesh):
     eval_metrics = evaluate(run.eval_step, run.scheme.eval_variables(restored.state), dataset,
-                            run.batch_sharding, config.eval_batch_size)
+                            sharding=run.batch_sharding, batch=run.spec.eval_batch_size)
   logging.info("the run in %s is finished (its checkpoint is at step %d of %d); nothing to "
                "train. Its final evaluation: %s", workdir, restored.step, total_steps,
                _describe(eval_metrics))
   return eval_metrics
 
 
-def _check(step: int, metrics, config, last_checkpoint) -> None:
+def _check(step: int, metrics, *, skip_nonfinite: bool, last_checkpoint) -> None:
   """Stops at a non-finite step (unless skipping them); warns about a skipped one."""
-  if config.skip_nonfinite_steps:
+  if skip_nonfinite:
     if float(metrics["nonfinite_grads"]) > 0:
       logging.warning("step %d had non-finite gradients; skipped it (parameters unchanged).",
                       step)
@@ -169,7 +175,7 @@ def _check(step: int, metrics, config, last_checkpoint) -> None:
   faults.check_finite(step, jax.device_get(metrics), last_checkpoint)
 
 
-def _log_row(window, schedule, global_batch, seconds, writer, progress,
+def _log_row(window, *, schedule, global_batch: int, seconds: float, writer, progress,
              chance: faults.ChanceWatch) -> None:
   """Writes the mean of the window's metrics (process 0) and a console line."""
   steps, metrics = zip(*window)
@@ -183,12 +189,13 @@ def _log_row(window, schedule, global_batch, seconds, writer, progress,
     chance.observe(steps[-1], row["train_loss"], row["learning_rate"])
 
 
-def _run_description(config, plan) -> dict:
+def _run_description(spec: experiment.RunSpec) -> dict:
   """What a checkpoint records about the run that wrote it (see checkpointing.py)."""
-  return {"model": config.model, "dataset": config.dataset, "image_size": config.image_size,
-          "input_shards": config.input_shards, "seed": config.seed,
-          "global_batch_size": config.global_batch_size, "optimizer": config.optimizer,
-          "fc_updates_per_step": config.fc_updates_per_step,
+  plan = spec.plan
+  return {"model": spec.model.name, "dataset": spec.data.dataset, "image_size": spec.image_size,
+          "input_shards": spec.data.input_shards, "seed": spec.seed,
+          "global_batch_size": spec.global_batch_size, "optimizer": spec.optimizer.optimizer,
+          "fc_updates_per_step": spec.step.fc_updates_per_step,
           "state_kind": "replicas" if plan.scheme in partitioning.LOCAL_SGD else "synchronous",
           "parallelism": plan.scheme, "mesh": f"{plan.data}x{plan.model}"}
 

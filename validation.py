@@ -1,11 +1,11 @@
-"""Every config field and flag checked before anything is built: one place, one sentence each.
+"""The error half of resolving a config (experiment.resolve): one sentence for each rule.
 
-`check_config` checks each field of a config (configs/default.py) for its type, range or choices,
-then the combinations — scheme × mesh × model layout × batch × backend × optimiser × dataset —
-through the same library functions that would refuse them later, so that a bad value stops the
-run before any dataset is read, device configured or checkpoint opened. `check_flags` checks
-main.py's own flags. Each raises one UserError whose sentence names the field, the value and
-what is allowed.
+`check_fields` checks each field of a config (configs/default.py) for its type, range or choices;
+`check_run` checks the resolved run's combinations — scheme × mesh × model layout × batch ×
+backend × optimiser × dataset — through the library's own rules (models, partitioning, schemes,
+local SGD), once, before any dataset is read, device configured or checkpoint opened; nothing
+after re-checks them. `check_flags` checks main.py's own flags. Each raises one UserError whose
+sentence names the field, the value and what is allowed.
 
 What only the machine can tell (enough devices, a dataset prepared on disk, a readable
 checkpoint) is checked where it is met, as early as possible: mesh.py, input_pipeline/,
@@ -204,72 +204,66 @@ def _fields(config, prefix: str = "") -> list[str]:
   return names
 
 
-def check_config(config: ml_collections.ConfigDict, *, processes: int = 1) -> None:
-  """Raises one UserError for the first field or combination of `config` that cannot work.
-
-  Args:
-    config: the run's config.
-    processes: how many processes will run it (jax.distributed).
-  """
+def check_fields(config: ml_collections.ConfigDict) -> None:
+  """Raises one UserError for the first field of `config` that is unknown, or of the wrong type,
+  range or choice."""
   unknown = sorted(set(_fields(config)) - set(FIELDS))
   if unknown:
     raise UserError(f"the config has no such field: {unknown[0]!r}.")
   for field, check in FIELDS.items():
     check(field, _get(config, field))
-  _check_combinations(config, processes)
 
 
 def _power_of_two(n: int) -> bool:
   return n & (n - 1) == 0
 
 
-def _check_combinations(config, processes: int) -> None:
-  plan = partitioning.make_plan(config.parallelism, config.mesh.data, config.mesh.model)
-  devices = plan.data * plan.model
-  if devices % processes:
+def check_run(run) -> None:
+  """Raises one UserError for the first combination of a resolved run (experiment.RunSpec) that
+  cannot work."""
+  plan, step = run.plan, run.step
+  if (plan.data * plan.model) % run.processes:
     raise UserError(f"the {plan.data}×{plan.model} mesh cannot be split evenly over "
-                    f"{processes} processes.")
-  model = models.build(config.model, 10, plan.layout, image_size=config.image_size,
-                       dropout_rate=config.dropout_rate, sync_batch_norm=config.sync_batch_norm,
-                       dtype=config.dtype)
-  partitioning.check_batch(plan, config.global_batch_size, microbatches=config.microbatches)
-  partitioning.check_batch(plan, config.eval_batch_size, what="eval_batch_size")
-  schemes.check(plan, model, backend=config.backend, grad_reduce=config.grad_reduce,
-                microbatches=config.microbatches, skip_nonfinite=config.skip_nonfinite_steps,
-                processes=processes, owt_variant=config.owt_variant,
-                fc_updates_per_step=config.fc_updates_per_step,
-                global_batch=config.global_batch_size)
-  if config.grad_reduce == "butterfly":
+                    f"{run.processes} processes.")
+  arch = models.ARCHITECTURES[run.model.name]
+  models.check_layout(run.model.name, arch, plan.layout, image_size=run.image_size)
+  partitioning.check_batch(plan, run.global_batch_size, microbatches=step.microbatches)
+  partitioning.check_batch(plan, run.eval_batch_size, what="eval_batch_size")
+  schemes.check(plan, step, batch_norm=arch.batch_norm,
+                sync_batch_norm=run.model.sync_batch_norm, processes=run.processes,
+                global_batch=run.global_batch_size)
+  if step.grad_reduce == "butterfly":
     for axis, size in (("mesh.data", plan.data), ("mesh.model", plan.model)):
       if not _power_of_two(size):
         raise UserError(f"grad_reduce 'butterfly' needs power-of-two mesh axes, but {axis} is "
                         f"{size}; use ring or tree.")
   if plan.scheme == "averaging":
-    averaging.check(config.average_method, plan.data, sync_every=config.sync_every)
+    averaging.check(run.local_sgd.average_method, plan.data,
+                    sync_every=run.local_sgd.sync_every)
   if plan.scheme == "asgd":
-    asgd.check(n_push=config.n_push, n_fetch=config.n_fetch,
-               warm_start_steps=config.warm_start_steps)
-  if config.num_train_steps == -1 and config.warmup_epochs > config.num_epochs:
-    raise UserError(f"warmup_epochs {config.warmup_epochs} is longer than the run's num_epochs "
-                    f"{config.num_epochs}.")
-  if config.dataset in input_pipeline.TFDS_NAMES:
-    _check_tfds(config, processes)
-  elif config.eval_crops != 1:
-    raise UserError(f"eval_crops = {config.eval_crops} is ImageNet-style evaluation; dataset "
-                    f"{config.dataset!r} is evaluated whole (use eval_crops = 1).")
+    asgd.check(n_push=run.local_sgd.n_push, n_fetch=run.local_sgd.n_fetch,
+               warm_start_steps=run.local_sgd.warm_start_steps)
+  if run.loop.num_train_steps == -1 and run.schedule.warmup_epochs > run.loop.num_epochs:
+    raise UserError(f"warmup_epochs {run.schedule.warmup_epochs} is longer than the run's "
+                    f"num_epochs {run.loop.num_epochs}.")
+  if run.data.dataset in input_pipeline.TFDS_NAMES:
+    _check_tfds(run)
+  elif run.data.eval_crops != 1:
+    raise UserError(f"eval_crops = {run.data.eval_crops} is ImageNet-style evaluation; dataset "
+                    f"{run.data.dataset!r} is evaluated whole (use eval_crops = 1).")
 
 
-def _check_tfds(config, processes: int) -> None:
-  shards = config.input_shards
-  if shards % processes:
-    raise UserError(f"input_shards {shards} cannot be split evenly over {processes} processes; "
-                    f"use a multiple of {processes}.")
+def _check_tfds(run) -> None:
+  shards, data = run.data.input_shards, run.data
+  if shards % run.processes:
+    raise UserError(f"input_shards {shards} cannot be split evenly over {run.processes} "
+                    f"processes; use a multiple of {run.processes}.")
   for what in ("global_batch_size", "eval_batch_size"):
-    if config[what] % shards:
-      raise UserError(f"{what} {config[what]} cannot be cut into {shards} input shards; use a "
-                      f"multiple of input_shards.")
-  if config.eval_crops == 10 and config.dataset not in input_pipeline.IMAGENET_STYLE:
-    raise UserError(f"eval_crops = 10 is ImageNet-style evaluation; {config.dataset}'s images "
+    if getattr(run, what) % shards:
+      raise UserError(f"{what} {getattr(run, what)} cannot be cut into {shards} input shards; "
+                      f"use a multiple of input_shards.")
+  if data.eval_crops == 10 and data.dataset not in input_pipeline.IMAGENET_STYLE:
+    raise UserError(f"eval_crops = 10 is ImageNet-style evaluation; {data.dataset}'s images "
                     f"are evaluated whole (use eval_crops = 1).")
 
 

@@ -57,8 +57,8 @@ def layer_rows(options) -> list[dict]:
                                         feature_group_count=GROUPS)
 
   implementations = {"feature_group_count": grouped,
-                     "per_group": lambda x, w, padding: layers.per_group_conv(x, w, 1, padding,
-                                                                              GROUPS)}
+                     "per_group": lambda x, w, padding: layers.per_group_conv(
+                         x, w, stride=1, padding=padding, groups=GROUPS)}
   rows = []
   for name, side, channels, filters, kernel, padding in LAYERS:
     rng = np.random.default_rng(0)

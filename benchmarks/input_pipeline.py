@@ -58,8 +58,9 @@ def _realistic_jpegs(count: int):
 def _rate(source, batches: int) -> dict:
   """Median images/s of `batches` global batches after 3 warm-up batches."""
   import numpy as np
-  stream = source.train_batches(GLOBAL_BATCH, 0, source.position_at(0, GLOBAL_BATCH),
-                                slice(0, GLOBAL_BATCH))
+  stream = source.train_batches(GLOBAL_BATCH, seed=0,
+                                position=source.position_at(0, GLOBAL_BATCH),
+                                shard=slice(0, GLOBAL_BATCH))
   for _ in range(3):
     next(stream)
   times = []
@@ -96,7 +97,7 @@ def measure_pipeline(name: str, examples: int, batches: int) -> dict:
     mock = dict(as_dataset_fn=as_dataset)
   start = time.perf_counter()
   with tfds.testing.mock_data(**mock):
-    source = experiment.load_dataset(config)
+    source = experiment.load_dataset(experiment.resolve(config))
   result = {"source": name, "image_size": config.image_size, "global_batch": GLOBAL_BATCH,
             "cached": source.spec.cache, "setup_s": round(time.perf_counter() - start, 1)}
   result.update(_rate(source, batches))

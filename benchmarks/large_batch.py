@@ -212,7 +212,7 @@ def write_outputs(results, out: str) -> None:
 
 def main(argv):
   del argv
-  import validation
+  import experiment
   from hybrid_parallel import faults
   from hybrid_parallel.errors import UserError
 
@@ -228,7 +228,7 @@ def main(argv):
           not in done]
   for _, model, batch, rule, settings in todo:  # bad flags: one sentence before any training.
     try:
-      validation.check_config(cell_config(model, batch, rule, **settings))
+      experiment.resolve(cell_config(model, batch, rule, **settings))
     except UserError as e:
       sys.exit(f"error: {e}")
   try:
@@ -263,7 +263,7 @@ def run_cells(todo, results):
         continue
     config = cell_config(model, batch, rule, **settings)
     if train_examples is None:
-      train_examples = experiment.load_dataset(config).num_train
+      train_examples = experiment.load_dataset(experiment.resolve(config)).num_train
     steps_per_epoch = train_examples // batch
     config.log_every_steps = steps_per_epoch  # one loss point per epoch.
     peak = optim.peak_learning_rate(config.base_learning_rate, batch,

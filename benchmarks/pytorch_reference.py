@@ -52,7 +52,7 @@ def torch_step(batch: int, size: int, classes: int):
           torch.get_num_threads())
 
 
-def jax_step(batch: int, size: int, classes: int, tune_xla_cpu: bool):
+def jax_step(batch: int, size: int, classes: int, *, tune_xla_cpu: bool):
   """This codebase's single-device training step for the same model, as a no-argument callable."""
   import jax
   from configs import default
@@ -70,7 +70,7 @@ def serve(framework: str) -> None:
   one untimed and N timed steps (a JSON list; the untimed one warms the threads back up)."""
   batch, size, classes = _BATCH.value, _SIZE.value, _CLASSES.value
   if framework == "jax":
-    step, version, compile_s = jax_step(batch, size, classes, _TUNE.value)
+    step, version, compile_s = jax_step(batch, size, classes, tune_xla_cpu=_TUNE.value)
     info = {"jax_version": version, "jax_compile_s": round(compile_s, 1)}
   else:
     step, version, threads = torch_step(batch, size, classes)

@@ -42,6 +42,7 @@ PAPER_DAYS = {"1 GPU": 10.5, "2 GPUs model": 6.6, "2 GPUs data": 7.0, "4 GPUs da
 TABLE1 = {"1 GPU": ("single", 1, 1), "2 GPUs model": ("model", 1, 2),
           "2 GPUs data": ("data", 2, 1), "4 GPUs data": ("data", 4, 1),
           "4 GPUs model + data": ("hybrid", 2, 2)}
+PAPER = dict(image_size=224, num_classes=1000)  # the papers' ImageNet AlexNet.
 DEVICES = (1, 2, 4, 8, 16, 32, 64, 128)
 ALGORITHMS = ("parameter_server", "tree", "butterfly", "ring")
 
@@ -56,15 +57,16 @@ def scaling_curves(arch, rate, link) -> dict:
   per_device = 128
   curves = {}
   for algorithm in ALGORITHMS:
-    base = costmodel.step_time(arch, partitioning.make_plan("single", 1, 1), per_device, 224, 1000,
-                               rate, link, algorithm)["step_s"]
+    base = costmodel.step_time(arch, partitioning.make_plan("single", 1, 1),
+                               global_batch=per_device, **PAPER, flops_per_second=rate,
+                               link=link, algorithm=algorithm)["step_s"]
     curve = []
     for n in DEVICES:
       if algorithm == "butterfly" and n & (n - 1):
         continue
       plan = partitioning.make_plan("data" if n > 1 else "single", n, 1)
-      t = costmodel.step_time(arch, plan, per_device * n, 224, 1000, rate, link,
-                              algorithm)["step_s"]
+      t = costmodel.step_time(arch, plan, global_batch=per_device * n, **PAPER,
+                              flops_per_second=rate, link=link, algorithm=algorithm)["step_s"]
       curve.append({"devices": n, "speedup": round(n * base / t, 2), "step_s": round(t, 4)})
     curves[algorithm] = curve
   return curves
@@ -80,9 +82,10 @@ def table1(arch, rate, link) -> list[dict]:
   rows = []
   for name, (scheme, data, model) in TABLE1.items():
     plan = partitioning.make_plan(scheme, data, model)
-    t = costmodel.step_time(arch, plan, 256, 224, 1000, rate, link, "ring")
+    t = costmodel.step_time(arch, plan, global_batch=256, **PAPER, flops_per_second=rate,
+                            link=link, algorithm="ring")
     days = t["step_s"] * steps / 86400
-    sent = costmodel.traffic(arch, plan, 256, 224, 1000).total
+    sent = costmodel.traffic(arch, plan, global_batch=256, **PAPER).total
     left = PAPER_DAYS[name] * 86400 / steps - t["compute_s"]
     rows.append({"configuration": name, "mesh": f"{data}×{model}",
                  "compute_s": round(t["compute_s"], 3),
@@ -108,15 +111,15 @@ def owt_variants(arch, link) -> dict:
   (c), beside Krizhevsky's: the compute rate is the one his 1-GPU time implies."""
   rate = (costmodel.training_flops_per_image(arch, 224, 1000) * IMAGENET_TRAIN * K20_EPOCHS /
           (K20_ONE_GPU_HOURS * 3600))
-  one = costmodel.step_time(arch, partitioning.make_plan("single", 1, 1), 128, 224, 1000, rate,
-                            link)["step_s"]
+  one = costmodel.step_time(arch, partitioning.make_plan("single", 1, 1), global_batch=128,
+                            **PAPER, flops_per_second=rate, link=link)["step_s"]
   plan = partitioning.make_plan("owt", 1, 8)
   rows = []
   for variant, updates, batches in (("a", 1, "(1024, 1024)"), ("b", 1, "(1024, 1024)"),
                                     ("c", 1, "(1024, 1024)"), ("b", 8, "(1024, 128)"),
                                     ("c", 8, "(1024, 128)")):
-    t = costmodel.owt_step_time(arch, plan, 1024, 224, 1000, rate, link, variant=variant,
-                                fc_updates_per_step=updates)
+    t = costmodel.owt_step_time(arch, plan, global_batch=1024, **PAPER, flops_per_second=rate,
+                                link=link, variant=variant, fc_updates_per_step=updates)
     rows.append({"variant": variant, "fc_updates_per_step": updates,
                  "batches (conv, FC)": batches, "step_s": round(t["step_s"], 4),
                  "exposed_communication_s": round(t["communication_s"], 4),

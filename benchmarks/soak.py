@@ -75,7 +75,7 @@ def _wait(predicate, process, timeout_s: float = 300) -> bool:
   return True
 
 
-def interrupted_run(workdir: str, steps: int, kills: int, rng: random.Random) -> dict:
+def interrupted_run(workdir: str, *, steps: int, kills: int, rng: random.Random) -> dict:
   """Kills and restarts the run as the module docstring says; its log of what happened."""
   events = []
   start = time.perf_counter()
@@ -125,7 +125,7 @@ def main(argv):
     if process.returncode != 0:
       raise SystemExit(f"error: the uninterrupted run failed: {stderr[-2000:]}")
     straight_s = time.perf_counter() - start
-    interrupted = interrupted_run(killed, steps, _KILLS.value, rng)
+    interrupted = interrupted_run(killed, steps=steps, kills=_KILLS.value, rng=rng)
 
     directory = _checkpoint_dir(killed)
     kept = sorted(int(d) for d in os.listdir(directory) if d.isdigit())

@@ -56,8 +56,8 @@ def compile_step(config, num_classes: int, *, compiler_options: dict | None = No
   import input_pipeline
 
   batch = config.global_batch_size
-  run = experiment.build(config, num_classes=num_classes, channels=3, steps_per_epoch=100,
-                         total_steps=1000, abstract=True)
+  run = experiment.build(experiment.resolve(config), num_classes=num_classes, channels=3,
+                         steps_per_epoch=100, total_steps=1000, abstract=True)
   plan, mesh, scheme, sharding = run.plan, run.mesh, run.scheme, run.batch_sharding
   devices = list(mesh.devices.flat)
   size = config.image_size

@@ -157,7 +157,7 @@ def get_config() -> ml_collections.ConfigDict:
   return config
 
 
-def for_scheme(parallelism: str, data: int, model: int,
+def for_scheme(parallelism: str, data: int, model: int, *,
                global_batch_size: int = 256) -> ml_collections.ConfigDict:
   """The defaults with `parallelism` on a `data × model` mesh (Yadan et al. use batch 256)."""
   config = get_config()

@@ -48,7 +48,7 @@ def replicate_over_model(x: jax.Array, axis: int) -> jax.Array:
   return jax.lax.all_gather(x, MODEL, axis=axis, tiled=True, to="invarying")
 
 
-def local_response_norm(x_BHWC: jax.Array, columns: int, size: int = 5, k: float = 2.0,
+def local_response_norm(x_BHWC: jax.Array, columns: int, *, size: int = 5, k: float = 2.0,
                         alpha: float = 1e-4, beta: float = 0.75) -> jax.Array:
   """Krizhevsky et al. 2012 local response normalisation across channels, within each column.
 
@@ -182,7 +182,7 @@ def max_pool(x_BHWC: jax.Array, implementation: str = "argmax") -> jax.Array:
   return overlapping_max_pool(x_BHWC)
 
 
-def space_to_depth_conv(x_BHWC: jax.Array, kernel_KKCF: jax.Array, stride: int,
+def space_to_depth_conv(x_BHWC: jax.Array, kernel_KKCF: jax.Array, *, stride: int,
                         padding: int) -> jax.Array:
   """A stride-`stride` conv computed as a stride-1 conv over stride×stride blocks of pixels.
 
@@ -219,7 +219,7 @@ STEM_CONVS = ("direct", "space_to_depth")
 STEM_CONV_BY_PLATFORM = {"cpu": "direct", "gpu": "space_to_depth", "tpu": "direct"}
 
 
-def per_group_conv(x_BHWC: jax.Array, kernel_KKCF: jax.Array, stride: int, padding: int,
+def per_group_conv(x_BHWC: jax.Array, kernel_KKCF: jax.Array, *, stride: int, padding: int,
                    groups: int) -> jax.Array:
   """A grouped conv (`feature_group_count = groups`) computed as one conv per group, their
   outputs concatenated: the same sums over the same channels.
@@ -390,7 +390,7 @@ class RowDense(nn.Module):
     return y_BO + bias
 
 
-def example_dropout(x_BU: jax.Array, rate: float, key: jax.Array,
+def example_dropout(x_BU: jax.Array, rate: float, *, key: jax.Array,
                     example_ids_B: jax.Array) -> jax.Array:
   """Inverted dropout whose mask depends on (key, global example index, unit index) only.
 

@@ -13,7 +13,7 @@ MODEL = "model"
 AXES = (DATA, MODEL)
 
 
-def make_mesh(data: int, model: int, devices: Sequence[jax.Device] | None = None,
+def make_mesh(data: int, model: int, *, devices: Sequence[jax.Device] | None = None,
               auto_axes: bool = False) -> Mesh:
   """Builds the `data × model` mesh over the first `data * model` of `devices`.
 

@@ -108,7 +108,7 @@ class Layout:
   conv_batch_axes: tuple[str, ...] = ()
 
 
-def check_layout(name: str, arch: Architecture, layout: Layout, image_size: int) -> None:
+def check_layout(name: str, arch: Architecture, layout: Layout, *, image_size: int) -> None:
   """Raises one clear UserError if `layout` cannot split `arch` or the image is too small."""
   if arch.feature_map_size(image_size) < 1:
     raise UserError(f"image_size {image_size} is too small for {name}: its conv stages shrink it "
@@ -214,8 +214,9 @@ class AlexNet(nn.Module):
       if layer_index > 0 and m_fc > 1:
         x = layers.gather_over_model(x, axis=-1)
       if dropout_key is not None:
-        x = layers.example_dropout(x, self.dropout_rate, jax.random.fold_in(dropout_key,
-                                                                            layer_index), ids)
+        x = layers.example_dropout(x, self.dropout_rate,
+                                   key=jax.random.fold_in(dropout_key, layer_index),
+                                   example_ids_B=ids)
       x = nn.relu(layers.ColumnDense(width, shards=m_fc, dtype=self.dtype, name=name)(x))
     logits = layers.RowDense(self.num_classes, shards=m_fc, name=classifier_name)(x)
     return logits.astype(layers.at_least_float32(self.dtype))
@@ -253,7 +254,7 @@ def build(name: str, num_classes: int, layout: Layout = Layout(), *,
       raise UserError(f"unknown {setting} {value!r}; choose one of {', '.join(choices)} "
                       f"(or auto).")
   arch = ARCHITECTURES[name]
-  check_layout(name, arch, layout, image_size or arch.image_size)
+  check_layout(name, arch, layout, image_size=image_size or arch.image_size)
   return AlexNet(arch, num_classes, layout, dropout_rate, sync_batch_norm, DTYPES[dtype],
                  max_pool, stem_conv, grouped_conv)
 

@@ -44,85 +44,68 @@ def norm_axes(plan: partitioning.Plan, model: models.AlexNet, *, backend: str):
   return partitioning.sharded_axes(seen, model.arch.fc_names()[-1])
 
 
-def check(plan: partitioning.Plan, model: models.AlexNet, *, backend: str = "explicit",
-          grad_reduce: str = "psum", microbatches: int = 1, skip_nonfinite: bool = False,
-          processes: int = 1, owt_variant: str = "a", fc_updates_per_step: int = 1,
-          global_batch: int | None = None) -> None:
-  """One UserError for a combination the scheme or the backend cannot run (see `build`)."""
-  common.check_backend(backend, scheme=plan.scheme, grad_reduce=grad_reduce,
-                       microbatches=microbatches,
-                       per_worker_batch_norm=model.arch.batch_norm and not model.sync_batch_norm,
+def check(plan: partitioning.Plan, options: common.StepOptions, *, batch_norm: bool,
+          sync_batch_norm: bool, processes: int, global_batch: int) -> None:
+  """One UserError for a combination the scheme, its backend or its options cannot run.
+
+  Called once, when a run is resolved (validation.py): nothing below re-checks.
+  """
+  common.check_backend(options, scheme=plan.scheme,
+                       per_worker_batch_norm=batch_norm and not sync_batch_norm,
                        processes=processes)
-  collectives.check_algorithm(grad_reduce)
-  variable_batch.check(owt_variant, scheme=plan.scheme, model_axis=plan.model,
-                       fc_updates_per_step=fc_updates_per_step, backend=backend,
-                       microbatches=microbatches,
-                       local_batch=global_batch // plan.batch_divisor if global_batch else None)
+  collectives.check_algorithm(options.grad_reduce)
+  variable_batch.check(options.owt_variant, scheme=plan.scheme, model_axis=plan.model,
+                       fc_updates_per_step=options.fc_updates_per_step, backend=options.backend,
+                       microbatches=options.microbatches,
+                       local_batch=global_batch // plan.batch_divisor)
   if plan.scheme in partitioning.SYNCHRONOUS:
     return
-  if model.arch.batch_norm:
+  if batch_norm:
     synchronous = ", ".join(partitioning.SYNCHRONOUS)
     raise UserError(f"parallelism {plan.scheme!r} keeps no batch-norm statistics; train a model "
                     f"with batch norm with a synchronous scheme ({synchronous}).")
-  for field, unsupported in (("microbatches", microbatches > 1),
-                             ("skip_nonfinite_steps", skip_nonfinite)):
+  for field, unsupported in (("microbatches", options.microbatches > 1),
+                             ("skip_nonfinite_steps", options.skip_nonfinite_steps)):
     if unsupported:
       raise UserError(f"{field} applies to the synchronous schemes, not {plan.scheme!r}.")
 
 
-def build(model: models.AlexNet, plan: partitioning.Plan, mesh, tx, image_shape, *, seed: int,
-          backend: str = "explicit", grad_reduce: str = "psum", microbatches: int = 1,
-          skip_nonfinite: bool = False, tune_xla_cpu: bool = True, owt_variant: str = "a",
-          fc_updates_per_step: int = 1, sync: local_sgd.Sync | None = None,
+def build(model: models.AlexNet, plan: partitioning.Plan, mesh, *, tx, image_shape, seed: int,
+          options: common.StepOptions, sync: local_sgd.Sync | None = None,
           abstract: bool = False) -> Scheme:
   """The state and steps of `plan.scheme` (`abstract`: the state as shapes, to restore or compile).
 
   Args:
     model: the network with `plan.layout`.
     plan, mesh: the scheme's plan and the mesh it runs on.
-    tx: the optax optimiser.
+    tx: the optax optimiser (an optim.GroupedOptimizer when `options.fc_updates_per_step` > 1).
     image_shape: the shape of one input image batch (for initialisation).
     seed: the parameters' (and dropout's) seed.
-    backend: how a synchronous step is partitioned (`steps.common.BACKENDS`).
-    grad_reduce, microbatches, skip_nonfinite, tune_xla_cpu, owt_variant,
-      fc_updates_per_step: see `steps.explicit` (`tx` is an optim.GroupedOptimizer when
-      fc_updates_per_step > 1).
+    options: how a synchronous step is built (`check` has accepted them for this plan).
     sync: how the replicas of a local-SGD scheme meet (`local_sgd.averaging.make_sync`,
       `local_sgd.asgd.make_sync`); required for those schemes, unused by the others.
-
-  Raises:
-    UserError: for a combination the scheme or backend cannot run.
   """
-  check(plan, model, backend=backend, grad_reduce=grad_reduce, microbatches=microbatches,
-        skip_nonfinite=skip_nonfinite, processes=jax.process_count(), owt_variant=owt_variant,
-        fc_updates_per_step=fc_updates_per_step)
   if plan.scheme in partitioning.SYNCHRONOUS:
-    create = functools.partial(train_state.create, model, tx, plan, mesh, image_shape, seed=seed)
+    create = functools.partial(train_state.create, model, plan, mesh, tx=tx,
+                               image_shape=image_shape, seed=seed)
     state, specs = create(abstract=abstract)
-    if backend == "gspmd":
-      train_step = gspmd.make_train_step(model, plan, mesh, tx, specs,
-                                         skip_nonfinite=skip_nonfinite,
-                                         tune_xla_cpu=tune_xla_cpu)
-    elif backend == "pmap":
-      train_step = pmap.make_train_step(model, mesh, tx, skip_nonfinite=skip_nonfinite,
-                                        tune_xla_cpu=tune_xla_cpu)
+    steps = (variable_batch if options.owt_variant != "a" else
+             {"explicit": explicit, "gspmd": gspmd}.get(options.backend))
+    if options.backend == "pmap":
+      train_step = pmap.make_train_step(model, mesh, tx=tx, options=options)
     else:
-      train_step = explicit.make_train_step(model, plan, mesh, tx, specs, grad_reduce=grad_reduce,
-                                            microbatches=microbatches,
-                                            skip_nonfinite=skip_nonfinite,
-                                            tune_xla_cpu=tune_xla_cpu, owt_variant=owt_variant,
-                                            fc_updates_per_step=fc_updates_per_step)
+      train_step = steps.make_train_step(model, plan, mesh, tx=tx, specs=specs, options=options)
     return Scheme(state, lambda: create()[0], train_step, _variables, _variables(specs))
 
   if sync is None:
     raise ValueError(f"parallelism {plan.scheme!r} needs a sync (local_sgd.averaging or asgd).")
-  create = functools.partial(local_sgd.create, model, tx, plan, mesh, image_shape, seed=seed,
-                             sync=sync)
+  create = functools.partial(local_sgd.create, model, plan, mesh, tx=tx, image_shape=image_shape,
+                             seed=seed, sync=sync)
   state, specs = create(abstract=abstract)
   # The evaluated model (replica mean or server) is whole on every device.
   whole = jax.tree.map(lambda _: P(), specs.local.params, is_leaf=lambda x: isinstance(x, P))
-  train_step = local_sgd.make_step(model, plan, mesh, tx, specs, sync=sync,
-                                   tune_xla_cpu=tune_xla_cpu)
+  train_step = local_sgd.make_step(model, plan, mesh, tx=tx, specs=specs, sync=sync,
+                                   tune_xla_cpu=options.tune_xla_cpu)
   return Scheme(state, lambda: create()[0], train_step,
                 lambda s: {"params": sync.eval_params(s)}, {"params": whole})
 

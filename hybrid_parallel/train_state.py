@@ -39,7 +39,7 @@ def _optimizer_specs(tx, opt_state, param_specs):
                                is_leaf=lambda x: isinstance(x, P))
 
 
-def state_specs(abstract_state: TrainState, plan: partitioning.Plan, tx, classifier: str):
+def state_specs(abstract_state: TrainState, plan: partitioning.Plan, *, tx, classifier: str):
   """PartitionSpecs of every leaf of the state (a TrainState of PartitionSpecs)."""
   param_specs = partitioning.param_specs(abstract_state.params, plan, classifier)
   opt_specs = _optimizer_specs(tx, abstract_state.opt_state, param_specs)
@@ -64,7 +64,7 @@ def create_unsharded(model: models.AlexNet, tx, image_shape, *, seed: int) -> Tr
                     rng=root, batch_stats=widen(variables.get("batch_stats", {})))
 
 
-def create(model: models.AlexNet, tx, plan: partitioning.Plan, mesh, image_shape, *, seed: int,
+def create(model: models.AlexNet, plan: partitioning.Plan, mesh, *, tx, image_shape, seed: int,
            abstract: bool = False):
   """Initialises the full-size model with `seed` and places the state with the plan's shardings.
 
@@ -81,7 +81,7 @@ def create(model: models.AlexNet, tx, plan: partitioning.Plan, mesh, image_shape
   """
   init = lambda: create_unsharded(model, tx, image_shape, seed=seed)
   shapes = jax.eval_shape(init)
-  specs = state_specs(shapes, plan, tx, model.arch.fc_names()[-1])
+  specs = state_specs(shapes, plan, tx=tx, classifier=model.arch.fc_names()[-1])
   shardings = mesh_lib.shardings(mesh, specs)
   if abstract:
     return sharded_structs(shapes, shardings), specs

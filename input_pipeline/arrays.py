@@ -75,10 +75,10 @@ class Dataset:
     del global_batch  # batches are indexed by step
     return step
 
-  def train_batches(self, global_batch: int, seed: int, position: int, shard: slice):
+  def train_batches(self, global_batch: int, *, seed: int, position: int, shard: slice):
     """Yields this process's rows (`shard` of each global batch) from step `position` on."""
     for step in itertools.count(position):
-      rows = train_indices(self, global_batch, seed, step)[shard]
+      rows = train_indices(self, global_batch, seed=seed, step=step)[shard]
       yield self.x_train[rows], self.y_train[rows], step + 1  # uint8: normalised on device.
 
   def eval_batches(self, batch: int, shard: slice):
@@ -195,7 +195,7 @@ def _epoch_order(num_examples: int, seed: int, epoch: int) -> np.ndarray:
   return order
 
 
-def train_indices(dataset: Dataset, global_batch: int, seed: int, step: int) -> np.ndarray:
+def train_indices(dataset: Dataset, global_batch: int, *, seed: int, step: int) -> np.ndarray:
   """Training-set indices of the global batch of `step` (0-based): a pure function of its args."""
   epoch, position = divmod(step, len(dataset.x_train) // global_batch)
   order = _epoch_order(len(dataset.x_train), seed, epoch)

@@ -83,7 +83,7 @@ def normalise(image: tf.Tensor, mean, std) -> tf.Tensor:
   return (tf.cast(image, tf.float32) - tf.constant(mean, tf.float32)) / tf.constant(std, tf.float32)
 
 
-def imagenet_train(image, seed, image_size: int, pca_stddev: float, mean, std):
+def imagenet_train(image, seed, *, image_size: int, pca_stddev: float, mean, std):
   """Random crop, flip and lighting of an image whose shorter side is ≥ `image_size`."""
   crop_seed, flip_seed, light_seed = tf.unstack(tf.random.experimental.stateless_split(seed, 3))
   crop = tf.image.stateless_random_crop(image, [image_size, image_size, tf.shape(image)[2]],
@@ -103,7 +103,7 @@ def _crop(image, corner: str, size: int):
   return tf.image.crop_to_bounding_box(image, top, left, size, size)
 
 
-def imagenet_eval(image, image_size: int, crops: int, mean, std):
+def imagenet_eval(image, *, image_size: int, crops: int, mean, std):
   """The centre crop (crops = 1, HWC) or the ten crops (crops = 10, 10×HWC: five, then the same
   five flipped)."""
   if crops == 1:
@@ -118,7 +118,7 @@ def _to_model_size(image, image_size: int):
   return tf.image.resize(image, [image_size, image_size], method="bilinear")
 
 
-def pad_crop_train(image, seed, image_size: int, flip: bool, mean, std):
+def pad_crop_train(image, seed, *, image_size: int, flip: bool, mean, std):
   """Pad-and-crop (and a flip when `flip`) at the native size, then the resize to the model's."""
   crop_seed, flip_seed = tf.unstack(tf.random.experimental.stateless_split(seed, 2))
   padded = tf.pad(image, [[CIFAR_PADDING, CIFAR_PADDING], [CIFAR_PADDING, CIFAR_PADDING], [0, 0]])
@@ -129,5 +129,5 @@ def pad_crop_train(image, seed, image_size: int, flip: bool, mean, std):
   return normalise(_to_model_size(crop, image_size), mean, std)
 
 
-def pad_crop_eval(image, image_size: int, mean, std):
+def pad_crop_eval(image, *, image_size: int, mean, std):
   return normalise(_to_model_size(image, image_size), mean, std)

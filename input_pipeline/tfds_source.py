@@ -229,17 +229,19 @@ class TfdsDataset:
       image, label = record
       example_seed = tf.stack([tf.constant(augment_seed, tf.int64), position])
       if self.spec.style == "imagenet":
-        image = augment.imagenet_train(image, example_seed, self.image_size, self.pca_stddev,
-                                       self.spec.mean, self.spec.std)
+        image = augment.imagenet_train(image, example_seed, image_size=self.image_size,
+                                       pca_stddev=self.pca_stddev, mean=self.spec.mean,
+                                       std=self.spec.std)
       else:
-        image = augment.pad_crop_train(image, example_seed, self.image_size, self.spec.flip,
-                                       self.spec.mean, self.spec.std)
+        image = augment.pad_crop_train(image, example_seed, image_size=self.image_size,
+                                       flip=self.spec.flip, mean=self.spec.mean,
+                                       std=self.spec.std)
       return image, label, position
 
     ds = ds.map(augmented, num_parallel_calls=tf.data.AUTOTUNE)
     return ds.batch(per_shard, drop_remainder=True)
 
-  def train_batches(self, global_batch: int, seed: int, position: list[int], shard: slice):
+  def train_batches(self, global_batch: int, *, seed: int, position: list[int], shard: slice):
     """Yields (images, labels, position) for this process's rows `shard` of each global batch.
 
     `position` holds every shard's next stream position; the yielded one is the position after
@@ -279,10 +281,11 @@ class TfdsDataset:
 
     def evaluated(image, label):
       if self.spec.style == "imagenet":
-        image = augment.imagenet_eval(image, self.image_size, self.eval_crops, self.spec.mean,
-                                      self.spec.std)
+        image = augment.imagenet_eval(image, image_size=self.image_size, crops=self.eval_crops,
+                                      mean=self.spec.mean, std=self.spec.std)
       else:
-        image = augment.pad_crop_eval(image, self.image_size, self.spec.mean, self.spec.std)
+        image = augment.pad_crop_eval(image, image_size=self.image_size, mean=self.spec.mean,
+                                      std=self.spec.std)
       return image, label, tf.constant(1.0)
 
     padding = tf.data.Dataset.from_tensors(

@@ -27,7 +27,7 @@ def mix_repeatedly(values, method, syncs):
                      check_vma=False)
   def body(local):
     for s in range(syncs):
-      local = averaging.mix(local, method, replicas, s)
+      local = averaging.mix(local, method, replicas=replicas, sync_index=s)
     return local
 
   return np.asarray(jax.jit(body)(jax.device_put(values, NamedSharding(mesh, P("data")))))

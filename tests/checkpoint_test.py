@@ -66,8 +66,8 @@ def _nan_at(bad_index):
   """Wraps the in-memory source's batches to put a NaN into the images of batch `bad_index`."""
   real = input_pipeline.Dataset.train_batches
 
-  def train_batches(dataset, global_batch, seed, position, shard):
-    for images, labels, next_position in real(dataset, global_batch, seed, position, shard):
+  def train_batches(dataset, global_batch, **kwargs):
+    for images, labels, next_position in real(dataset, global_batch, **kwargs):
       if next_position - 1 == bad_index:
         # The batch leaves the host as uint8, which holds no NaN: this one goes as float32
         # (normalised on the devices all the same).

@@ -35,7 +35,8 @@ class ArithmeticTest(parameterized.TestCase):
   def test_data_parallel_ring_bytes(self, k, megabytes):
     # The published widths' arithmetic: ≈ 244 / 367 / 428 MB per worker for K = 2 / 4 / 8
     # (one-column net, 61.1 M).
-    traffic = costmodel.traffic(OWT, partitioning.make_plan("data", k, 1), 128 * k, 224, 1000)
+    traffic = costmodel.traffic(OWT, partitioning.make_plan("data", k, 1), global_batch=128 * k,
+                                image_size=224, num_classes=1000)
     self.assertAlmostEqual(traffic.total / 1e6, megabytes, delta=1)
 
   @parameterized.named_parameters(("k2", 2, 10, 9), ("k4", 4, 15, 28), ("k8", 8, 17, 66))
@@ -43,7 +44,8 @@ class ArithmeticTest(parameterized.TestCase):
     # The same arithmetic: owt ≈ 10 / 15 / 17 MB of conv gradients plus 9 / 28 / 66 MB of gathered
     # FC activations (fc6's input); our total adds fc7's input and the logits.
     plan = partitioning.make_plan("owt", 1, k)
-    traffic = costmodel.traffic(OWT, plan, 128 * k, 224, 1000)
+    traffic = costmodel.traffic(OWT, plan, global_batch=128 * k, image_size=224,
+                                num_classes=1000)
     self.assertAlmostEqual(traffic.gradients / 1e6, conv_mb, delta=0.5)
     fc6_input = 128 * k * 6 * 6 * 256 * 4
     self.assertAlmostEqual(2 * (k - 1) / k * fc6_input / 1e6, fc6_mb, delta=0.5)
@@ -62,11 +64,11 @@ class FormulaTest(parameterized.TestCase):
         "parameter_server": 2 * 7 * (a + n * b) + 7 * n * g,
     }
     for algorithm, seconds in expected.items():
-      self.assertAlmostEqual(costmodel.allreduce_time(algorithm, n, p, LINK), seconds)
-    self.assertEqual(costmodel.allreduce_time("ring", n, 1, LINK), 0.0)
+      self.assertAlmostEqual(costmodel.allreduce_time(algorithm, n, p, link=LINK), seconds)
+    self.assertEqual(costmodel.allreduce_time("ring", n, 1, link=LINK), 0.0)
 
   def test_ring_beats_tree_beats_parameter_server_on_large_messages(self):
-    times = [costmodel.allreduce_time(alg, 244e6, 64, LINK)
+    times = [costmodel.allreduce_time(alg, 244e6, 64, link=LINK)
              for alg in ("ring", "tree", "parameter_server")]
     self.assertEqual(times, sorted(times))
     self.assertGreater(times[2] / times[1], 63 / math.log2(64) * 0.9)
@@ -76,8 +78,9 @@ class OwtVariantsTest(absltest.TestCase):
   PLAN = partitioning.make_plan("owt", 1, 8)
 
   def time(self, link, variant, updates=1):
-    return costmodel.owt_step_time(OWT, self.PLAN, 1024, 224, 1000, 1e12, link, variant=variant,
-                                   fc_updates_per_step=updates)
+    return costmodel.owt_step_time(OWT, self.PLAN, global_batch=1024, image_size=224,
+                                   num_classes=1000, flops_per_second=1e12, link=link,
+                                   variant=variant, fc_updates_per_step=updates)
 
   def test_free_links_leave_the_compute(self):
     free = costmodel.Link("free", alpha=0.0, beta=0.0)
@@ -118,7 +121,8 @@ class CompiledTrafficTest(parameterized.TestCase):
     hlo = run.scheme.train_step.lower(run.scheme.state, images, labels).compile().as_text()
     stats = hlo_stats.collective_stats(hlo, data * model)
     measured = sum(s.bytes_per_device for s in stats.values())
-    expected = costmodel.traffic(models.ARCHITECTURES[name], run.plan, batch, 64, 10).total
+    expected = costmodel.traffic(models.ARCHITECTURES[name], run.plan, global_batch=batch,
+                                 image_size=64, num_classes=10).total
     # Beyond the minimum the step only moves its scalar metrics and finiteness verdict and, in
     # owt, the int32 labels and example ids gathered along with the features (under 8 bytes per
     # example).

@@ -121,7 +121,7 @@ class ModelsTest(parameterized.TestCase):
     direct = lambda x, w: jax.lax.conv_general_dilated(
         x, w, (stride, stride), [(padding, padding)] * 2,
         dimension_numbers=("NHWC", "HWIO", "NHWC"))
-    blocked = lambda x, w: layers.space_to_depth_conv(x, w, stride, padding)
+    blocked = lambda x, w: layers.space_to_depth_conv(x, w, stride=stride, padding=padding)
     weights = jnp.asarray(rng.randn(*jax.eval_shape(direct, x, w).shape), jnp.float32)
     got, want = (_outputs_and_grads(conv, weights, x, w) for conv in (blocked, direct))
     numerics.assert_as_accurate(got, want, _outputs_and_grads_in_float64(direct, weights, x, w))
@@ -156,8 +156,8 @@ class ModelsTest(parameterized.TestCase):
       grouped[name] = text.count("feature_group_count = 2")
     self.assertEqual(grouped, {"feature_group_count": 3, "per_group": 0})
     # config.grouped_conv = "auto" reaches the model: per_group on these CPU devices.
-    run = experiment.build(testing.tiny_config(), num_classes=10, channels=3, steps_per_epoch=10,
-                           total_steps=100, abstract=True)
+    run = experiment.build(experiment.resolve(testing.tiny_config()), num_classes=10, channels=3,
+                           steps_per_epoch=10, total_steps=100, abstract=True)
     self.assertEqual(run.model.grouped_conv, "per_group")
     with self.assertRaisesRegex(UserError, "unknown grouped_conv 'fft'"):
       models.build("alexnet_tiny", 10, image_size=64, grouped_conv="fft")
@@ -196,8 +196,8 @@ class ModelsTest(parameterized.TestCase):
   def test_dropout_mask_follows_the_example_not_the_position(self):
     key = jax.random.key(3)
     x = jnp.ones((2, 1000))
-    out = layers.example_dropout(x, 0.5, key, jnp.array([5, 9]))
-    swapped = layers.example_dropout(x, 0.5, key, jnp.array([9, 5]))
+    out = layers.example_dropout(x, 0.5, key=key, example_ids_B=jnp.array([5, 9]))
+    swapped = layers.example_dropout(x, 0.5, key=key, example_ids_B=jnp.array([9, 5]))
     np.testing.assert_array_equal(out[0], swapped[1])
     self.assertFalse(np.array_equal(out[0], out[1]))
     kept = float(jnp.mean(out > 0))
@@ -223,7 +223,7 @@ class ModelsTest(parameterized.TestCase):
     without_lrn = dataclasses.replace(
         tiny, convs=tuple(dataclasses.replace(c, lrn=False) for c in tiny.convs))
     with self.assertRaisesRegex(UserError, "layer conv2 is connected only within its column"):
-      models.check_layout("two_columns", without_lrn, models.Layout(conv_shards=4), 64)
+      models.check_layout("two_columns", without_lrn, models.Layout(conv_shards=4), image_size=64)
 
   def test_batch_norm_statistics_per_worker_or_over_the_whole_batch(self):
     plan = partitioning.make_plan("data", 2, 1)

@@ -24,7 +24,8 @@ class ScheduleTest(parameterized.TestCase):
     config = testing.tiny_config(base_learning_rate=0.1, reference_batch_size=256,
                                  global_batch_size=2048, lr_scaling="linear", warmup_epochs=2,
                                  lr_decay="step", lr_decay_factor=0.1, lr_decay_epochs=(5, 8))
-    schedule = experiment.make_schedule(config, steps_per_epoch=10, total_steps=100)
+    schedule = experiment.make_schedule(experiment.resolve(config), steps_per_epoch=10,
+                                        total_steps=100)
     peak = 0.1 * 8
     # Goyal et al.: from η at step 0 linearly to kη after 5 (here 2) epochs.
     np.testing.assert_allclose(schedule(0), 0.1, rtol=1e-6)

@@ -95,7 +95,7 @@ class WheelTest(absltest.TestCase):
     code = ("import main, train, experiment, validation, input_pipeline\n"
             "from configs import hybrid4\n"
             "config = hybrid4.get_config()\n"
-            "validation.check_config(config)\n"
+            "experiment.resolve(config)\n"
             "digits = input_pipeline.load('digits', image_size=64)\n"  # package data.
             "print(train.__file__, len(digits.x_train), config.parallelism)\n")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}

@@ -148,8 +148,8 @@ class EquivalenceTest(parameterized.TestCase):
     losses = {dtype: -np.log(p[np.arange(GLOBAL_BATCH), labels]).sum() for dtype, p in
               probs.items()}
     run = testing.build("alexnet_owt_tiny", scheme, data, model, CONFIG, GLOBAL_BATCH)
-    eval_step = explicit.make_eval_step(run.model, run.plan, run.mesh, run.scheme.eval_specs,
-                                        crops=crops)
+    eval_step = explicit.make_eval_step(run.model, run.plan, run.mesh,
+                                        variable_specs=run.scheme.eval_specs, crops=crops)
     sums = jax.device_get(eval_step(run.scheme.eval_variables(run.scheme.state),
                                     *testing.put(run, images, labels, weights)))
     numerics.assert_as_accurate(sums["eval_loss"], losses["float32"], losses["float64"])

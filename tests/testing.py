@@ -19,6 +19,11 @@ def tiny_config(**overrides):
   return config
 
 
+def resolved(**overrides):
+  """The run of `tiny_config(**overrides)`."""
+  return experiment.resolve(tiny_config(**overrides))
+
+
 def random_batches(n: int, batch: int, *, channels: int = 3, classes: int = 10, seed: int = 0):
   """`n` (images, labels) pairs of normal noise and random labels."""
   rng = np.random.RandomState(seed)
@@ -26,14 +31,19 @@ def random_batches(n: int, batch: int, *, channels: int = 3, classes: int = 10, 
            rng.randint(0, classes, batch).astype(np.int32)) for _ in range(n)]
 
 
-def build(model_name: str, scheme: str, data: int, model: int, config, batch: int):
-  """The experiment of `config` with this model, scheme, mesh and global batch (10 classes, 3
-  channels; the schedule's epochs are 10 steps, the run 100)."""
+def resolve(model_name: str, scheme: str, data: int, model: int, config, batch: int):
+  """The run `config` describes with this model, scheme, mesh and global batch."""
   config = config.copy_and_resolve_references()
   config.model, config.parallelism, config.global_batch_size = model_name, scheme, batch
   config.mesh.data, config.mesh.model = data, model
-  return experiment.build(config, num_classes=10, channels=3, steps_per_epoch=10,
-                          total_steps=100)
+  return experiment.resolve(config)
+
+
+def build(model_name: str, scheme: str, data: int, model: int, config, batch: int):
+  """The experiment of `config` with this model, scheme, mesh and global batch (10 classes, 3
+  channels; the schedule's epochs are 10 steps, the run 100)."""
+  return experiment.build(resolve(model_name, scheme, data, model, config, batch),
+                          num_classes=10, channels=3, steps_per_epoch=10, total_steps=100)
 
 
 def put(run: experiment.Experiment, *arrays):

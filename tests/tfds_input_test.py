@@ -31,7 +31,7 @@ def mocked(name, examples=MOCK_EXAMPLES, **overrides):
   config = testing.tiny_config(dataset=name, data_dir=os.path.join(_tmp, "empty"),
                                input_shards=4, **overrides)
   with tfds.testing.mock_data(num_examples=examples):
-    return experiment.load_dataset(config)
+    return experiment.load_dataset(experiment.resolve(config))
 
 
 def real_mnist(corrupt_train_records=(), **overrides):
@@ -39,12 +39,13 @@ def real_mnist(corrupt_train_records=(), **overrides):
                                data_dir=tfds_testing.prepared_mnist_dir(
                                    tuple(corrupt_train_records)),
                                tfds_download=False, **overrides)
-  return experiment.load_dataset(config)
+  return experiment.load_dataset(experiment.resolve(config))
 
 
 def take(source, steps, batch=8, position=None, rows=None, seed=0):
   position = position or source.position_at(0, batch)
-  batches = source.train_batches(batch, seed, position, rows or slice(0, batch))
+  batches = source.train_batches(batch, seed=seed, position=position,
+                                 shard=rows or slice(0, batch))
   return [next(batches) for _ in range(steps)]
 
 
@@ -102,8 +103,8 @@ class AugmentTest(absltest.TestCase):
     flips, offsets = 0, set()
     trials = 200
     for i in range(trials):
-      out = augment.imagenet_train(image, tf.constant([7, i], tf.int64), size, 0.0, (0., 0., 0.),
-                                   (1., 1., 1.)).numpy()
+      out = augment.imagenet_train(image, tf.constant([7, i], tf.int64), image_size=size,
+                                   pca_stddev=0.0, mean=(0., 0., 0.), std=(1., 1., 1.)).numpy()
       self.assertEqual(out.shape, (size, size, 3))
       rows, cols = out[:, 0, 0], out[0, :, 1]
       np.testing.assert_array_equal(rows, rows[0] + np.arange(size))  # a contiguous window
@@ -134,8 +135,8 @@ class AugmentTest(absltest.TestCase):
     image = self.coordinates(32, 32)
     shifts = set()
     for i in range(100):
-      out = augment.pad_crop_train(image + 1, tf.constant([1, i], tf.int64), 32, False,
-                                   (0., 0., 0.), (1., 1., 1.)).numpy()
+      out = augment.pad_crop_train(image + 1, tf.constant([1, i], tf.int64), image_size=32,
+                                   flip=False, mean=(0., 0., 0.), std=(1., 1., 1.)).numpy()
       inside = out[..., 0] > 0  # pixels from the image (the padding is 0)
       r, c = np.argwhere(inside)[0]
       dr, dc = int(out[r, c, 0]) - 1 - r, int(out[r, c, 1]) - 1 - c
@@ -234,7 +235,7 @@ class BadInputTest(absltest.TestCase):
     config = testing.tiny_config(dataset="imagenet2012", input_shards=1, tfds_download=True,
                                  data_dir=os.path.join(_tmp, "empty"))
     with tfds.testing.mock_data(as_dataset_fn=as_dataset):
-      source = experiment.load_dataset(config)
+      source = experiment.load_dataset(experiment.resolve(config))
     with self.assertLogs(level="WARNING") as logs:
       batches = take(source, 2, batch=4)
     self.assertTrue(any("skipped 1 undecodable training image(s) (1 so far)" in line
@@ -247,14 +248,14 @@ class BadInputTest(absltest.TestCase):
     with self.assertRaisesRegex(UserError, r"imagenet2012 is not prepared in .*none: download "
                                 r"ILSVRC2012_img_train.tar and ILSVRC2012_img_val.tar .* into "
                                 r".*none/downloads/manual"):
-      experiment.load_dataset(config)
+      experiment.load_dataset(experiment.resolve(config))
 
   def test_an_unprepared_dataset_is_not_downloaded_when_told_not_to(self):
     config = testing.tiny_config(dataset="cifar10", data_dir=os.path.join(_tmp, "none"),
                                  tfds_download=False)
     with self.assertRaisesRegex(UserError, r"cifar10 is not prepared in .*none; on a machine "
                                 r"with internet run `tfds build cifar10"):
-      experiment.load_dataset(config)
+      experiment.load_dataset(experiment.resolve(config))
 
   def test_ten_crops_need_imagenet_style_data(self):
     with self.assertRaisesRegex(UserError, "eval_crops = 10 is ImageNet-style evaluation"):

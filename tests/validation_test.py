@@ -2,6 +2,7 @@
 is touched — here against a workdir holding a finished run, which must stay byte-identical."""
 
 import contextlib
+import dataclasses
 import hashlib
 import io
 import os
@@ -12,6 +13,7 @@ from unittest import mock
 from absl import flags
 from absl.testing import absltest, parameterized
 
+import experiment
 import main
 import train
 import validation
@@ -204,20 +206,38 @@ class FieldsTest(absltest.TestCase):
   def test_every_field_of_the_defaults_has_a_check(self):
     self.assertEqual(set(validation._fields(default.get_config())), set(validation.FIELDS))
 
+  def test_every_field_is_read_into_the_run_once(self):
+    read = list(experiment.TOP_LEVEL_FIELDS)
+    for part in experiment.PARTS:
+      read += experiment.config_fields(part)
+    self.assertCountEqual(read, validation.FIELDS)
+
+  def test_the_run_holds_the_configs_values(self):
+    config = default.get_config()
+    config.update(parallelism="owt", grad_reduce="ring", momentum=0.8, lr_decay_epochs=(3, 7))
+    config.mesh.data, config.mesh.model = 2, 4
+    run = experiment.resolve(config)
+    self.assertEqual((run.plan.scheme, run.plan.data, run.plan.model), ("owt", 2, 4))
+    self.assertEqual((run.step.grad_reduce, run.optimizer.momentum), ("ring", 0.8))
+    self.assertEqual(run.schedule.lr_decay_epochs, (3, 7))
+    self.assertEqual(run.model.name, config.model)
+    with self.assertRaises(dataclasses.FrozenInstanceError):
+      run.seed = 1
+
   def test_every_shipped_config_passes(self):
     configs = [f[:-3] for f in os.listdir(os.path.join(ROOT, "configs"))
                if f.endswith(".py") and f not in ("__init__.py", "default.py")]
     self.assertNotEmpty(configs)
     for name in configs:
       config = __import__(f"configs.{name}", fromlist=["get_config"]).get_config()
-      validation.check_config(config)
+      experiment.resolve(config)
 
   def test_types_are_checked_too(self):
     config = default.get_config()
     with config.unlocked():
       config.mesh.data = True  # a bool is not an integer here.
     with self.assertRaisesRegex(UserError, r"mesh.data must be an integer, got True \(bool\)"):
-      validation.check_config(config)
+      experiment.resolve(config)
 
 
 if __name__ == "__main__":

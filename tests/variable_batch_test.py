@@ -35,11 +35,13 @@ def reference(variant, data, model, fc_updates_per_step, dtype="float32"):
   """The single-device variable-batch step over the passes `variant` makes on a data × model
   mesh: losses and variables (float64: see tests/numerics.py)."""
   config = CONFIG.copy_and_resolve_references()
-  config.global_batch_size = GLOBAL_BATCH
+  config.update(owt_variant=variant, fc_updates_per_step=fc_updates_per_step, dtype=dtype)
   with jax.enable_x64(dtype == "float64"):
+    # The distributed run's schedule and optimiser (with one FC update per pass or per step).
+    spec = testing.resolve(config.model, "owt", data, model, config, GLOBAL_BATCH)
     net = models.build(config.model, 10, image_size=testing.IMAGE_SIZE, dtype=dtype)
-    schedule = experiment.make_schedule(config, steps_per_epoch=10, total_steps=100)
-    tx = experiment.make_optimizer(config, schedule, fc_updates_per_step=fc_updates_per_step)
+    schedule = experiment.make_schedule(spec, steps_per_epoch=10, total_steps=100)
+    tx = experiment.make_optimizer(spec, schedule)
     state = train_state.initialize(net, tx, (1, testing.IMAGE_SIZE, testing.IMAGE_SIZE, 3),
                                    seed=config.seed)
     rows = variable_batch.pass_rows(variant, data=data, model=model, global_batch=GLOBAL_BATCH)

@@ -27,7 +27,7 @@ class Link:
   gamma: float = 0.0  # seconds per byte reduced
 
 
-def allreduce_time(algorithm: str, n: float, p: int, link: Link) -> float:
+def allreduce_time(algorithm: str, n: float, p: int, *, link: Link) -> float:
   """Seconds for a sum all-reduce of `n` bytes over `p` devices (module docstring formulas)."""
   if p <= 1:
     return 0.0
@@ -130,7 +130,7 @@ def _transfers(arch, plan, global_batch, image_size, num_classes, bytes_per_valu
   return transfers
 
 
-def traffic(arch, plan, global_batch: int, image_size: int, num_classes: int,
+def traffic(arch, plan, *, global_batch: int, image_size: int, num_classes: int,
             bytes_per_value: int = 4) -> Traffic:
   """The minimum bytes one device sends per step under `plan` (see the module docstring)."""
   result = Traffic()
@@ -141,7 +141,8 @@ def traffic(arch, plan, global_batch: int, image_size: int, num_classes: int,
   return result
 
 
-def compute_flops_per_device(arch, plan, global_batch, image_size, num_classes) -> float:
+def compute_flops_per_device(arch, plan, *, global_batch: int, image_size: int,
+                             num_classes: int) -> float:
   """Training FLOPs one device performs per step under `plan`."""
   conv_batch = global_batch / plan.batch_divisor
   fc_batch = global_batch / plan.data
@@ -154,22 +155,25 @@ def compute_flops_per_device(arch, plan, global_batch, image_size, num_classes) 
   return total
 
 
-def step_time(arch, plan, global_batch, image_size, num_classes, flops_per_second: float,
-              link: Link, algorithm: str = "ring", bytes_per_value: int = 4) -> dict:
+def step_time(arch, plan, *, global_batch: int, image_size: int, num_classes: int,
+              flops_per_second: float, link: Link, algorithm: str = "ring",
+              bytes_per_value: int = 4) -> dict:
   """Predicted seconds per step: compute + communication (no overlap), by part."""
-  compute = compute_flops_per_device(arch, plan, global_batch, image_size,
-                                     num_classes) / flops_per_second
+  compute = compute_flops_per_device(arch, plan, global_batch=global_batch,
+                                     image_size=image_size,
+                                     num_classes=num_classes) / flops_per_second
   comm = 0.0
   for _, kind, n, p in _transfers(arch, plan, global_batch, image_size, num_classes,
                                   bytes_per_value):
-    comm += (allreduce_time(algorithm, n, p, link) if kind == "allreduce"
+    comm += (allreduce_time(algorithm, n, p, link=link) if kind == "allreduce"
              else gather_scatter_time(n, p, link))
   return {"compute_s": compute, "communication_s": comm, "step_s": compute + comm}
 
 
-def owt_step_time(arch, plan, global_batch, image_size, num_classes, flops_per_second: float,
-                  link: Link, *, variant: str = "a", fc_updates_per_step: int = 1,
-                  algorithm: str = "ring", bytes_per_value: int = 4) -> dict:
+def owt_step_time(arch, plan, *, global_batch: int, image_size: int, num_classes: int,
+                  flops_per_second: float, link: Link, variant: str = "a",
+                  fc_updates_per_step: int = 1, algorithm: str = "ring",
+                  bytes_per_value: int = 4) -> dict:
   """Predicted seconds per step of `owt` with the FC stage run as `variant` (a, b or c).
 
   The conv stage and the gradient all-reduces are `step_time`'s. The FC stage differs:
@@ -198,13 +202,14 @@ def owt_step_time(arch, plan, global_batch, image_size, num_classes, flops_per_s
                    for layer in fc_layers) / flops_per_second
   conv_bytes = sum(layer.params for layer in conv_layers) * bytes_per_value
   fc_bytes = sum(layer.params for layer in fc_layers) / k * bytes_per_value
-  gradients = (allreduce_time(algorithm, conv_bytes, plan.data * k, link) +
-               fc_updates_per_step * allreduce_time(algorithm, fc_bytes, plan.data, link))
+  gradients = (allreduce_time(algorithm, conv_bytes, plan.data * k, link=link) +
+               fc_updates_per_step * allreduce_time(algorithm, fc_bytes, plan.data, link=link))
   features = data_group_batch * fc_layers[0].input_values * bytes_per_value  # the gathered n
   # Inside the FC stage (every variant): fc7's input gathered and the logits all-reduced.
   inner = sum(gather_scatter_time(data_group_batch * layer.input_values * bytes_per_value, k,
                                   link) for layer in fc_layers[1:-1])
-  inner += allreduce_time(algorithm, data_group_batch * num_classes * bytes_per_value, k, link)
+  inner += allreduce_time(algorithm, data_group_batch * num_classes * bytes_per_value, k,
+                          link=link)
   if variant == "a" or k == 1:
     exchange = gather_scatter_time(features, k, link)
     fc_stage = exchange + fc_compute + inner

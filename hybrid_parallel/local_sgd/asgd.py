@@ -38,6 +38,7 @@ from hybrid_parallel.mesh import DATA
 
 
 def check(*, n_push: int, n_fetch: int, warm_start_steps: int) -> None:
+  """One UserError for push, fetch or warm-start settings that cannot be run."""
   for name, value in (("n_push", n_push), ("n_fetch", n_fetch)):
     if not isinstance(value, int) or value < 1:
       raise UserError(f"{name} must be a positive integer, got {value!r}.")
@@ -58,7 +59,6 @@ def shared_init(params):
 def make_sync(replicas: int, *, n_push: int, n_fetch: int, stagger: bool,
               warm_start_steps: int) -> core.Sync:
   """The push / fetch rules of the module docstring; evaluates the server's parameters."""
-  check(n_push=n_push, n_fetch=n_fetch, warm_start_steps=warm_start_steps)
 
   def apply(local, client, shared, previous_params, step):
     i = core.replica_index()

@@ -48,9 +48,9 @@ def _floats(fn):
       lambda x: fn(x) if jnp.issubdtype(x.dtype, jnp.floating) else x, tree)
 
 
-def mix(tree, method: str, replicas: int, sync_index):
-  """One sync of `method` over the "data" axis (inside a shard_map); see the module docstring."""
-  check(method, replicas, sync_every=1)
+def mix(tree, method: str, *, replicas: int, sync_index):
+  """One sync of `method` over the "data" axis (inside a shard_map); see the module docstring
+  (`check` says which methods and replica counts are possible)."""
   if replicas == 1:
     return tree
   if method == "allreduce":
@@ -68,6 +68,7 @@ def mix(tree, method: str, replicas: int, sync_index):
 
 
 def check(method: str, replicas: int, *, sync_every: int) -> None:
+  """One UserError for a method, replica count or period that cannot be run."""
   if method not in METHODS:
     raise UserError(f"unknown average_method {method!r}; choose one of {', '.join(METHODS)}.")
   if method == "butterfly" and replicas & (replicas - 1):
@@ -80,16 +81,17 @@ def check(method: str, replicas: int, *, sync_every: int) -> None:
 def make_sync(method: str, replicas: int, *, sync_every: int,
               average_momentum: bool) -> core.Sync:
   """Mixes the parameters (and momentum) after every sync_every-th step; evaluates the mean."""
-  check(method, replicas, sync_every=sync_every)
 
   def apply(local, client, shared, previous_params, step):
     del previous_params
 
     def average(local):
       sync_index = step // sync_every - 1
-      mixed = local.replace(params=mix(local.params, method, replicas, sync_index))
+      mixed = local.replace(params=mix(local.params, method, replicas=replicas,
+                                       sync_index=sync_index))
       if average_momentum:
-        mixed = mixed.replace(opt_state=mix(local.opt_state, method, replicas, sync_index))
+        mixed = mixed.replace(opt_state=mix(local.opt_state, method, replicas=replicas,
+                                            sync_index=sync_index))
       return mixed
 
     local = jax.lax.cond(step % sync_every == 0, average, lambda x: x, local)

@@ -1,6 +1,9 @@
-"""What the three backends of the synchronous step share: which settings each can run, dropout
+"""What the synchronous steps share: their options, which settings each backend can run, dropout
 keys and example ids, the whole-batch loss and gradient, and the optimiser update."""
 
+import dataclasses
+
+import flax.struct
 import jax
 import jax.numpy as jnp
 import optax
@@ -8,6 +11,32 @@ import optax
 from hybrid_parallel import layers, models, partitioning
 from hybrid_parallel.errors import UserError
 from hybrid_parallel.train_state import TrainState
+
+
+@dataclasses.dataclass(frozen=True)
+class StepOptions:
+  """How a synchronous step is built: every option of the steps, listed here only. The fields
+  are the config fields of the same names (configs/default.py says what each does).
+
+  Attributes:
+    backend: how the step is partitioned (`BACKENDS`).
+    grad_reduce: the all-reduce algorithm of the gradient sums (collectives.ALGORITHMS; the
+      explicit backend).
+    microbatches: passes over slices of each device's batch, accumulated into one update.
+    skip_nonfinite_steps: a step with a non-finite gradient leaves the state as it was.
+    tune_xla_cpu: compile with compiler_options' CPU step options (on a CPU mesh).
+    owt_variant: how owt runs its FC layers: "a" (the model's gather), or the K passes of "b"
+      or "c" (variable_batch.py).
+    fc_updates_per_step: 1, or K (the model axis) for an FC update after every pass of "b" or
+      "c" (Krizhevsky's variable batch size).
+  """
+  backend: str
+  grad_reduce: str
+  microbatches: int
+  skip_nonfinite_steps: bool
+  tune_xla_cpu: bool
+  owt_variant: str
+  fc_updates_per_step: int
 
 # explicit: jax.shard_map, every collective written out (steps/explicit.py; the reference);
 # gspmd: the same PartitionSpecs handed to jax.jit, XLA placing the collectives (steps/gspmd.py);
@@ -19,9 +48,11 @@ _GRADIENT_SUM = {"gspmd": "lets XLA place the gradient sum",
                  "pmap": "sums gradients with lax.pmean"}
 
 
-def check_backend(backend: str, *, scheme: str, grad_reduce: str = "psum", microbatches: int = 1,
-                  per_worker_batch_norm: bool = False, processes: int = 1) -> None:
-  """One UserError for a setting `backend` cannot run; the explicit backend runs them all."""
+def check_backend(options: StepOptions, *, scheme: str, per_worker_batch_norm: bool = False,
+                  processes: int = 1) -> None:
+  """One UserError for a setting `options.backend` cannot run; the explicit backend runs them
+  all."""
+  backend = options.backend
   if backend not in BACKENDS:
     raise UserError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}.")
   if backend == "explicit":
@@ -29,11 +60,11 @@ def check_backend(backend: str, *, scheme: str, grad_reduce: str = "psum", micro
   if scheme not in _SCHEMES[backend]:
     raise UserError(f"backend {backend!r} runs the schemes {', '.join(_SCHEMES[backend])}; "
                     f"parallelism {scheme!r} needs the explicit backend.")
-  if grad_reduce != "psum":
+  if options.grad_reduce != "psum":
     raise UserError(f"backend {backend!r} {_GRADIENT_SUM[backend]}; grad_reduce "
-                    f"{grad_reduce!r} needs the explicit backend.")
-  if microbatches > 1:
-    raise UserError(f"microbatches = {microbatches} needs the explicit backend, not "
+                    f"{options.grad_reduce!r} needs the explicit backend.")
+  if options.microbatches > 1:
+    raise UserError(f"microbatches = {options.microbatches} needs the explicit backend, not "
                     f"{backend!r}.")
   if backend == "gspmd" and per_worker_batch_norm:
     raise UserError("backend 'gspmd' normalises batch-norm layers over the whole batch; set "
@@ -41,6 +72,15 @@ def check_backend(backend: str, *, scheme: str, grad_reduce: str = "psum", micro
   if backend == "pmap" and processes > 1:
     raise UserError("backend 'pmap' runs in one process here; use the explicit backend with "
                     "several processes.")
+
+
+@flax.struct.dataclass
+class DeviceBatch:
+  """One device's examples: images, labels and their global batch positions (which key the
+  dropout masks)."""
+  images_BHWC: jax.Array
+  labels_B: jax.Array
+  example_ids_B: jax.Array
 
 
 def example_ids(plan: partitioning.Plan, local_batch: int) -> jax.Array:
@@ -64,19 +104,18 @@ def dropout_key(state) -> jax.Array:
   return jax.random.fold_in(jax.random.wrap_key_data(state.rng), state.step)
 
 
-def mean_loss_and_grads(model: models.AlexNet, state: TrainState, images_BHWC, labels_B,
-                        example_ids_B):
-  """Mean cross-entropy of `images_BHWC` under `state`, its gradient and what the forward pass
-  returned: `(loss, logits_BC, batch_stats), grads`. Dropout is keyed by `example_ids_B`.
+def mean_loss_and_grads(model: models.AlexNet, state: TrainState, batch: DeviceBatch):
+  """Mean cross-entropy of `batch` under `state`, its gradient and what the forward pass
+  returned: `(loss, logits_BC, batch_stats), grads`.
 
   The whole-batch step of the gspmd and pmap backends (the explicit step sums over slices).
   """
 
   def loss_fn(params):
     logits_BC, updated = model.apply({"params": params, "batch_stats": state.batch_stats},
-                                     images_BHWC, example_ids_B=example_ids_B,
+                                     batch.images_BHWC, example_ids_B=batch.example_ids_B,
                                      dropout_key=dropout_key(state), mutable=["batch_stats"])
-    loss = optax.softmax_cross_entropy_with_integer_labels(logits_BC, labels_B).mean()
+    loss = optax.softmax_cross_entropy_with_integer_labels(logits_BC, batch.labels_B).mean()
     return loss, (logits_BC, updated.get("batch_stats", {}))
 
   (loss, (logits_BC, batch_stats)), grads = jax.value_and_grad(loss_fn, has_aux=True)(
@@ -89,7 +128,7 @@ def all_finite(grads) -> jax.Array:
   return jnp.all(jnp.array([jnp.all(jnp.isfinite(g)) for g in jax.tree.leaves(grads)]))
 
 
-def apply_gradients(state: TrainState, grads, batch_stats, tx, *, finite: jax.Array,
+def apply_gradients(state: TrainState, grads, *, batch_stats, tx, finite: jax.Array,
                     skip_nonfinite: bool) -> TrainState:
   """The optimiser's update of `state` by the summed `grads`, one step counted.
 

@@ -4,172 +4,199 @@ Every device runs the model on its local shard with local parameter shapes; the 
 activation collectives its layout needs, and the step sums each gradient over exactly the mesh
 axes its layer's batch is split over (`partitioning.grad_axes`), with the configured algorithm
 (`collectives`). The loss is normalised by the *global* batch, so the summed gradient is the
-gradient of the single-device loss on the same batch. See `make_train_step` for why the step has
-two shard_map regions.
+gradient of the single-device loss on the same batch.
+
+A train step is two shard_map regions in one program (`two_region_step`):
+  1. gradients (replication-checked, so autodiff through the model's collectives is exact): each
+     device's partial gradient, stacked over the axes it must be summed over;
+  2. reduction and update (unchecked): the partial gradients summed with `grad_reduce`, then the
+     optax update on each shard. The ppermute algorithms leave sums that are equal on every
+     device but that the checker cannot prove so, hence the unchecked region.
+The plain step is `make_train_step`; Krizhevsky's owt variants (b) and (c) build theirs from the
+same regions (steps/variable_batch.py); `accumulate_microbatches` wraps the gradient of one pass.
 """
+
+import dataclasses
+from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
 import optax
 from jax.sharding import PartitionSpec as P
 
-from hybrid_parallel import collectives, compiler_options, models, optim, partitioning
-from hybrid_parallel.steps import common, variable_batch
+from hybrid_parallel import collectives, compiler_options, layers, models, partitioning
+from hybrid_parallel.steps import common
+from hybrid_parallel.steps.common import DeviceBatch, StepOptions
 from hybrid_parallel.train_state import TrainState
 
 
-def _sum_over_batch(plan: partitioning.Plan, x):
+@dataclasses.dataclass
+class Gradients:
+  """One device's share of a step: its partial gradient and sums over its examples."""
+  grads: dict
+  batch_stats: dict
+  loss: jax.Array  # the examples' losses summed and divided by the global batch.
+  correct: jax.Array  # how many of its examples the model got right.
+
+
+def device_batch(plan: partitioning.Plan, images_BHWC, labels_B) -> tuple[DeviceBatch, int]:
+  """This device's examples with their global positions, and the global batch size."""
+  local_batch = images_BHWC.shape[0]
+  return (DeviceBatch(images_BHWC, labels_B, common.example_ids(plan, local_batch)),
+          local_batch * plan.batch_divisor)
+
+
+def vary_over_grad_axes(params, plan: partitioning.Plan):
+  """Parameters replicated over their layer's batch axes, marked device-varying there: autodiff
+  then returns each device's partial gradient instead of summing it implicitly."""
+  return partitioning.map_with_grad_axes(
+      lambda p, axes: jax.lax.pcast(p, axes, to="varying") if axes else p, params, plan)
+
+
+def stack_partial_grads(grads, plan: partitioning.Plan):
+  """Each partial gradient as one row of its stack over the axes it is summed over (the specs of
+  `partitioning.partial_grad_specs`): no communication until region 2 sums the rows."""
+  return partitioning.map_with_grad_axes(lambda g, axes: g[None] if axes else g, grads, plan)
+
+
+def sum_partial_grads(partial_grads, plan: partitioning.Plan, algorithm: str):
+  """The stacked partial gradients summed over their axes with `algorithm` (region 2)."""
+  return partitioning.map_with_grad_axes(
+      lambda g, axes: collectives.allreduce_sum(g[0], axes, algorithm) if axes else g,
+      partial_grads, plan)
+
+
+def agreed_finite(grads, mesh) -> jax.Array:
+  """Whether every device's shards of `grads` are finite: each checks its own, the verdict is
+  agreed over the whole mesh."""
+  return jax.lax.pmin(common.all_finite(grads).astype(jnp.int32), mesh.axis_names) > 0
+
+
+def sum_over_fc_batch(plan: partitioning.Plan, x):
+  """Sums per-device sums over the devices that hold other examples of the FC stage."""
   return collectives.allreduce_sum(x, plan.fc_batch_axes)
 
 
-def make_train_step(model: models.AlexNet, plan: partitioning.Plan, mesh, tx,
-                    specs: TrainState, *, grad_reduce: str = "psum", microbatches: int = 1,
-                    skip_nonfinite: bool = False, tune_xla_cpu: bool = True,
-                    owt_variant: str = "a", fc_updates_per_step: int = 1):
-  """Returns `train_step(state, images, labels) -> (state, metrics)`, jitted, state donated.
+def batch_metrics(plan: partitioning.Plan, *, loss, correct, global_batch: int) -> dict:
+  """The step's mean loss and accuracy from each device's sums (model-invariant)."""
+  return {"train_loss": sum_over_fc_batch(plan, loss),
+          "train_accuracy": sum_over_fc_batch(plan, correct) / global_batch}
 
-  One XLA program in two shard_map regions:
-    1. gradients (replication-checked, so autodiff through the model's collectives is exact):
-       each device's partial gradient, stacked over the axes it must be summed over;
-    2. reduction and update (unchecked): the partial gradients summed with `grad_reduce`, then the
-       optax update on each shard. The ppermute algorithms leave sums that are equal on every
-       device but that the checker cannot prove so, hence the unchecked region.
 
-  With `microbatches` = k > 1 each device splits its shard of the batch into k slices and
-  accumulates their gradients in a `lax.scan` before the one reduction and update: the update of
-  the whole batch with the activation memory of a k-th of it. Examples keep their global batch
-  positions, so dropout masks — and hence the update — equal those of the one-pass step (batch
-  norm, if any, normalises each slice with its own statistics, as any accumulation does).
+def loss_and_grads(model: models.AlexNet, plan: partitioning.Plan) -> Callable[..., Gradients]:
+  """`(params, batch_stats, batch, *, key, global_batch) -> Gradients`: the gradient of this
+  device's examples' loss (summed, ÷ the global batch), with `params` as
+  `vary_over_grad_axes` marks them."""
 
-  Args:
-    model: the network with `plan.layout` (per-device widths).
-    plan: the scheme's plan.
-    mesh: the ("data", "model") mesh.
-    tx: the optax optimiser.
-    specs: PartitionSpecs of the state (`train_state.create`).
-    grad_reduce: all-reduce algorithm for the gradients (`collectives.ALGORITHMS`).
-    microbatches: passes per step over slices of each device's batch.
-    skip_nonfinite: a step whose summed gradients hold a NaN or Inf leaves the parameters,
-      optimiser state and batch statistics as they were (the step count still advances, so the
-      next step reads the next batch). Either way the metric `nonfinite_grads` reports it.
-    tune_xla_cpu: compile with `compiler_options`' CPU step options (on a CPU mesh).
-    owt_variant: how owt runs its FC layers: "a" (the model's gather), or the K passes of "b" or
-      "c" (steps/variable_batch.py).
-    fc_updates_per_step: 1, or K (= the model axis) for an FC update after every pass of "b" or
-      "c"; `tx` is then the `optim.GroupedOptimizer` made with the same K. The FC updates happen
-      in region 1, each pass's FC gradient summed over "data" with psum; region 2 sums and
-      applies the conv gradients.
-  """
-  collectives.check_algorithm(grad_reduce)
-  variable_batch.check(owt_variant, scheme=plan.scheme, model_axis=plan.model,
-                       fc_updates_per_step=fc_updates_per_step, microbatches=microbatches)
-  grad_specs = partitioning.partial_grad_specs(specs.params, plan)
-  fc_per_pass = fc_updates_per_step > 1
-  if fc_per_pass:  # only the conv gradients leave region 1.
-    grad_specs = optim.split_groups(grad_specs)["conv"]
-  routing = (variable_batch.collective_routing(owt_variant, plan.model, plan.fc_batch_axes)
-             if owt_variant != "a" else None)
-
-  def slice_grads(params, batch_stats, key, images_BHWC, labels_B, example_ids_B,
-                  global_batch):
-    """Partial gradient and (loss, correct) sums of one slice of this device's batch."""
-    labels_fc_B = common.to_fc_batch(plan, labels_B)
+  def gradients(params, batch_stats, batch: DeviceBatch, *, key, global_batch: int) -> Gradients:
+    labels_fc_B = common.to_fc_batch(plan, batch.labels_B)
 
     def loss_fn(params):
-      variables = {"params": params, "batch_stats": batch_stats}
-      logits_BC, updated = model.apply(variables, images_BHWC, example_ids_B=example_ids_B,
+      logits_BC, updated = model.apply({"params": params, "batch_stats": batch_stats},
+                                       batch.images_BHWC, example_ids_B=batch.example_ids_B,
                                        dropout_key=key, mutable=["batch_stats"])
       losses_B = optax.softmax_cross_entropy_with_integer_labels(logits_BC, labels_fc_B)
       return losses_B.sum() / global_batch, (logits_BC, updated.get("batch_stats", {}))
 
     (loss, (logits_BC, batch_stats)), grads = jax.value_and_grad(loss_fn, has_aux=True)(params)
-    correct = jnp.sum(jnp.argmax(logits_BC, -1) == labels_fc_B)
-    return grads, batch_stats, loss, correct
+    return Gradients(grads, batch_stats, loss, jnp.sum(jnp.argmax(logits_BC, -1) == labels_fc_B))
 
-  def per_device_grads(state: TrainState, images_BHWC, labels_B):
-    local_batch = images_BHWC.shape[0]
-    global_batch = local_batch * plan.batch_divisor
-    ids_B = common.example_ids(plan, local_batch)
-    key = common.dropout_key(state)
-    # Parameters are replicated over their layer's batch axes; marking them device-varying there
-    # makes autodiff return each device's partial gradient instead of summing it implicitly.
-    params = partitioning.map_with_grad_axes(
-        lambda p, axes: jax.lax.pcast(p, axes, to="varying") if axes else p, state.params, plan)
-    fc_out = ()
-    if routing is not None:
-      fc_update = None
-      if fc_per_pass:
-        fc_update = (tx.groups["fc"], optim.split_groups(state.params)["fc"],
-                     state.opt_state["fc"])
-      out = variable_batch.fc_passes(
-          model, params, state.batch_stats, key, images_BHWC, labels_B, ids_B, global_batch,
-          routing, vary=lambda tree: jax.tree.map(
-              lambda p: jax.lax.pcast(p, plan.fc_batch_axes, to="varying"), tree)
-          if plan.fc_batch_axes else tree, fc_update=fc_update)
-      grads, batch_stats, loss, correct = out.grads, out.batch_stats, out.loss, out.correct
-      if fc_per_pass:
-        fc_finite = jax.lax.pmin(out.fc_finite.astype(jnp.int32), mesh.axis_names)
-        fc_out = (out.fc_params, out.fc_opt_state, fc_finite)
-    elif microbatches == 1:
-      grads, batch_stats, loss, correct = slice_grads(
-          params, state.batch_stats, key, images_BHWC, labels_B, ids_B, global_batch)
-    else:
-      def accumulate(carry, batch_slice):
-        grads_sum, batch_stats, loss_sum, correct_sum = carry
-        grads, batch_stats, loss, correct = slice_grads(params, batch_stats, key, *batch_slice,
-                                                        global_batch)
-        return (jax.tree.map(jnp.add, grads_sum, grads), batch_stats, loss_sum + loss,
-                correct_sum + correct), None
+  return gradients
 
-      split = lambda x: x.reshape(microbatches, local_batch // microbatches, *x.shape[1:])
-      zero_grads = jax.tree.map(jnp.zeros_like, params)
-      zero = jnp.zeros((), jnp.float32)
-      if plan.fc_batch_axes:  # the loss sums vary over the FC stage's batch axes.
-        zero = jax.lax.pcast(zero, plan.fc_batch_axes, to="varying")
-      (grads, batch_stats, loss, correct), _ = jax.lax.scan(
-          accumulate, (zero_grads, state.batch_stats, zero, zero.astype(jnp.int32)),
-          (split(images_BHWC), split(labels_B), split(ids_B)))
-    metrics = {"train_loss": _sum_over_batch(plan, loss),
-               "train_accuracy": _sum_over_batch(plan, correct) / global_batch}
-    return (partitioning.map_with_grad_axes(lambda g, axes: g[None] if axes else g, grads, plan),
-            batch_stats, metrics, *fc_out)
 
-  def per_device_update(state: TrainState, partial_grads, batch_stats, *fc_out):
-    grads = partitioning.map_with_grad_axes(
-        lambda g, axes: collectives.allreduce_sum(g[0], axes, grad_reduce) if axes else g,
-        partial_grads, plan)
-    # Every device checks its shards; the verdict is agreed over the whole mesh.
-    finite = jax.lax.pmin(common.all_finite(grads).astype(jnp.int32), mesh.axis_names) > 0
-    if fc_per_pass:  # the FC layers were updated pass by pass in region 1.
-      fc_params, fc_opt_state, fc_finite = fc_out
-      finite = finite & (fc_finite > 0)
-      new_state = variable_batch.apply_conv_gradients(
-          state, grads, batch_stats, tx, fc_params=fc_params, fc_opt_state=fc_opt_state,
-          finite=finite, skip_nonfinite=skip_nonfinite)
-    else:
-      new_state = common.apply_gradients(state, grads, batch_stats, tx, finite=finite,
-                                         skip_nonfinite=skip_nonfinite)
-    return new_state, 1.0 - finite.astype(jnp.float32)
+def accumulate_microbatches(gradients: Callable[..., Gradients], plan: partitioning.Plan,
+                            microbatches: int, *, loss_dtype) -> Callable[..., Gradients]:
+  """`gradients` over `microbatches` equal slices of the device's batch, summed in a
+  `lax.scan`: the update of the whole batch with the activation memory of a slice.
 
-  batch = plan.batch_spec
-  fc_specs = ()
-  if fc_per_pass:
-    fc_specs = (optim.split_groups(specs.params)["fc"], specs.opt_state["fc"], P())
-  grads_fn = jax.shard_map(per_device_grads, mesh=mesh, in_specs=(specs, batch, batch),
-                           out_specs=(grad_specs, specs.batch_stats, P(), *fc_specs))
-  update_fn = jax.shard_map(per_device_update, mesh=mesh,
-                            in_specs=(specs, grad_specs, specs.batch_stats, *fc_specs),
+  Examples keep their global positions, so dropout masks — and the update — equal the one-pass
+  step's (batch norm, if any, normalises each slice with its own statistics, as any
+  accumulation does).
+  """
+
+  def accumulated(params, batch_stats, batch: DeviceBatch, *, key, global_batch: int):
+    def add_slice(carry, batch_slice):
+      total, batch_stats = carry
+      out = gradients(params, batch_stats, batch_slice, key=key, global_batch=global_batch)
+      return (jax.tree.map(jnp.add, total, (out.grads, out.loss, out.correct)),
+              out.batch_stats), None
+
+    slices = jax.tree.map(lambda x: x.reshape(microbatches, -1, *x.shape[1:]), batch)
+    zero = jnp.zeros((), loss_dtype)
+    if plan.fc_batch_axes:  # the loss sums vary over the FC stage's batch axes.
+      zero = jax.lax.pcast(zero, plan.fc_batch_axes, to="varying")
+    total = (jax.tree.map(jnp.zeros_like, params), zero, zero.astype(jnp.int32))
+    ((grads, loss, correct), batch_stats), _ = jax.lax.scan(add_slice, (total, batch_stats),
+                                                            slices)
+    return Gradients(grads, batch_stats, loss, correct)
+
+  return accumulated
+
+
+def two_region_step(gradients, update, *, mesh, specs: TrainState, batch_spec: P, carried_specs,
+                    tuned: bool):
+  """The jitted, state-donating step of the two regions (module docstring).
+
+  Args:
+    gradients: region 1, `(state, images, labels) -> (carried, metrics)`.
+    update: region 2, `(state, carried) -> (state, nonfinite)`.
+    mesh: the ("data", "model") mesh.
+    specs: PartitionSpecs of the state (`train_state.create`).
+    batch_spec: the PartitionSpec of the images' and labels' batch axis (`plan.batch_spec`).
+    carried_specs: PartitionSpecs of what region 1 hands region 2.
+    tuned: compile with `compiler_options`' CPU step options.
+  """
+  grads_fn = jax.shard_map(gradients, mesh=mesh, in_specs=(specs, batch_spec, batch_spec),
+                           out_specs=(carried_specs, P()))
+  update_fn = jax.shard_map(update, mesh=mesh, in_specs=(specs, carried_specs),
                             out_specs=(specs, P()), check_vma=False)
 
   def train_step(state, images_BHWC, labels_B):
-    partial_grads, batch_stats, metrics, *fc_out = grads_fn(state, images_BHWC, labels_B)
-    state, nonfinite = update_fn(state, partial_grads, batch_stats, *fc_out)
+    carried, metrics = grads_fn(state, images_BHWC, labels_B)
+    state, nonfinite = update_fn(state, carried)
     return state, dict(metrics, nonfinite_grads=nonfinite)
 
-  return compiler_options.jit(train_step, mesh, tuned=tune_xla_cpu, donate_argnums=0)
+  return compiler_options.jit(train_step, mesh, tuned=tuned, donate_argnums=0)
 
 
-def make_eval_step(model: models.AlexNet, plan: partitioning.Plan, mesh, variable_specs, *,
+def make_train_step(model: models.AlexNet, plan: partitioning.Plan, mesh, *, tx,
+                    specs: TrainState, options: StepOptions):
+  """Returns `train_step(state, images, labels) -> (state, metrics)`, jitted, state donated.
+
+  `model` has `plan.layout`; `specs` are the state's PartitionSpecs; with
+  `options.microbatches` = k > 1 each device accumulates k slices of its batch
+  (`accumulate_microbatches`). With `options.skip_nonfinite_steps` a step whose summed
+  gradients hold a NaN or Inf leaves the parameters, optimiser state and batch statistics as
+  they were (the step count still advances); the metric `nonfinite_grads` reports it either way.
+  """
+  gradients = loss_and_grads(model, plan)
+  if options.microbatches > 1:
+    gradients = accumulate_microbatches(gradients, plan, options.microbatches,
+                                        loss_dtype=layers.at_least_float32(model.dtype))
+
+  def per_device_gradients(state: TrainState, images_BHWC, labels_B):
+    batch, global_batch = device_batch(plan, images_BHWC, labels_B)
+    out = gradients(vary_over_grad_axes(state.params, plan), state.batch_stats, batch,
+                    key=common.dropout_key(state), global_batch=global_batch)
+    return ((stack_partial_grads(out.grads, plan), out.batch_stats),
+            batch_metrics(plan, loss=out.loss, correct=out.correct, global_batch=global_batch))
+
+  def per_device_update(state: TrainState, carried):
+    partial_grads, batch_stats = carried
+    grads = sum_partial_grads(partial_grads, plan, options.grad_reduce)
+    finite = agreed_finite(grads, mesh)
+    new_state = common.apply_gradients(state, grads, batch_stats=batch_stats, tx=tx,
+                                       finite=finite,
+                                       skip_nonfinite=options.skip_nonfinite_steps)
+    return new_state, 1.0 - finite.astype(jnp.float32)
+
+  carried_specs = (partitioning.partial_grad_specs(specs.params, plan), specs.batch_stats)
+  return two_region_step(per_device_gradients, per_device_update, mesh=mesh, specs=specs,
+                         batch_spec=plan.batch_spec, carried_specs=carried_specs,
+                         tuned=options.tune_xla_cpu)
+
+
+def make_eval_step(model: models.AlexNet, plan: partitioning.Plan, mesh, *, variable_specs,
                    crops: int = 1, tune_xla_cpu: bool = True):
   """Returns `eval_step(variables, images, labels, weights) -> sums`, jitted.
 
@@ -200,7 +227,7 @@ def make_eval_step(model: models.AlexNet, plan: partitioning.Plan, mesh, variabl
             "eval_top1": jnp.sum((top5_BK[:, 0] == labels_B) * weights_B),
             "eval_top5": jnp.sum(jnp.any(top5_BK == labels_B[:, None], -1) * weights_B),
             "count": jnp.sum(weights_B)}
-    return _sum_over_batch(plan, sums)
+    return sum_over_fc_batch(plan, sums)
 
   batch = plan.batch_spec
   return compiler_options.jit(jax.shard_map(per_device_eval, mesh=mesh,

@@ -23,18 +23,19 @@ from hybrid_parallel.steps import common
 from hybrid_parallel.train_state import TrainState
 
 
-def make_train_step(model: models.AlexNet, plan: partitioning.Plan, mesh, tx, specs: TrainState,
-                    *, skip_nonfinite: bool = False, tune_xla_cpu: bool = True):
+def make_train_step(model: models.AlexNet, plan: partitioning.Plan, mesh, *, tx,
+                    specs: TrainState, options: common.StepOptions):
   """Returns `train_step(state, images, labels) -> (state, metrics)`, jitted with the plan's
   shardings, state donated; the metrics equal the explicit step's."""
   whole = model.clone(layout=models.Layout())
 
   def train_step(state: TrainState, images_BHWC, labels_B):
-    (loss, logits_BC, batch_stats), grads = common.mean_loss_and_grads(
-        whole, state, images_BHWC, labels_B, jnp.arange(images_BHWC.shape[0]))
+    batch = common.DeviceBatch(images_BHWC, labels_B, jnp.arange(images_BHWC.shape[0]))
+    (loss, logits_BC, batch_stats), grads = common.mean_loss_and_grads(whole, state, batch)
     finite = common.all_finite(grads)
-    new_state = common.apply_gradients(state, grads, batch_stats, tx, finite=finite,
-                                       skip_nonfinite=skip_nonfinite)
+    new_state = common.apply_gradients(state, grads, batch_stats=batch_stats, tx=tx,
+                                       finite=finite,
+                                       skip_nonfinite=options.skip_nonfinite_steps)
     metrics = {"train_loss": loss,
                "train_accuracy": jnp.mean(jnp.argmax(logits_BC, -1) == labels_B),
                "nonfinite_grads": 1.0 - finite.astype(jnp.float32)}
@@ -42,7 +43,7 @@ def make_train_step(model: models.AlexNet, plan: partitioning.Plan, mesh, tx, sp
 
   shardings = mesh_lib.shardings(mesh, specs)
   batch = NamedSharding(mesh, plan.batch_spec)
-  return compiler_options.jit(train_step, mesh, tuned=tune_xla_cpu,
+  return compiler_options.jit(train_step, mesh, tuned=options.tune_xla_cpu,
                               in_shardings=(shardings, batch, batch),
                               out_shardings=(shardings, NamedSharding(mesh, P())),
                               donate_argnums=0)

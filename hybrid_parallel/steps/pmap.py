@@ -27,8 +27,7 @@ from hybrid_parallel.steps import common
 from hybrid_parallel.train_state import TrainState
 
 
-def make_train_step(model: models.AlexNet, mesh, tx, *, skip_nonfinite: bool = False,
-                    tune_xla_cpu: bool = True):
+def make_train_step(model: models.AlexNet, mesh, *, tx, options: common.StepOptions):
   """Returns `train_step(state, images, labels) -> (state, metrics)` built on `jax.pmap`.
 
   The state is replicated over `mesh` (every spec P()); images and labels are global arrays split
@@ -38,19 +37,20 @@ def make_train_step(model: models.AlexNet, mesh, tx, *, skip_nonfinite: bool = F
   """
   devices = list(mesh.devices.flat)
 
-  def per_device_step(state: TrainState, images_bHWC, labels_b):
-    local_batch = images_bHWC.shape[0]
-    ids_b = jax.lax.axis_index(DATA) * local_batch + jnp.arange(local_batch)
+  def per_device_step(state: TrainState, images_BHWC, labels_B):
+    local_batch = images_BHWC.shape[0]
+    ids_B = jax.lax.axis_index(DATA) * local_batch + jnp.arange(local_batch)
 
-    (loss, logits_bC, batch_stats), grads = common.mean_loss_and_grads(
-        model, state, images_bHWC, labels_b, ids_b)
+    (loss, logits_BC, batch_stats), grads = common.mean_loss_and_grads(
+        model, state, common.DeviceBatch(images_BHWC, labels_B, ids_B))
     # Equal shards, so the mean of the devices' mean gradients is the whole batch's.
     grads = jax.lax.pmean(grads, DATA)
     finite = common.all_finite(grads)
-    new_state = common.apply_gradients(state, grads, batch_stats, tx, finite=finite,
-                                       skip_nonfinite=skip_nonfinite)
+    new_state = common.apply_gradients(state, grads, batch_stats=batch_stats, tx=tx,
+                                       finite=finite,
+                                       skip_nonfinite=options.skip_nonfinite_steps)
     metrics = {"train_loss": jax.lax.pmean(loss, DATA),
-               "train_accuracy": jax.lax.pmean(jnp.mean(jnp.argmax(logits_bC, -1) == labels_b),
+               "train_accuracy": jax.lax.pmean(jnp.mean(jnp.argmax(logits_BC, -1) == labels_B),
                                                DATA),
                "nonfinite_grads": 1.0 - finite.astype(jnp.float32)}
     return new_state, metrics
@@ -66,7 +66,7 @@ def make_train_step(model: models.AlexNet, mesh, tx, *, skip_nonfinite: bool = F
 
   # pmap answers on its own one-axis mesh of the same devices; the out shardings name the
   # scheme's mesh again, so the state goes on as the other backends leave it.
-  return _WithoutContextMesh(compiler_options.jit(train_step, mesh, tuned=tune_xla_cpu,
+  return _WithoutContextMesh(compiler_options.jit(train_step, mesh, tuned=options.tune_xla_cpu,
                                                   donate_argnums=0,
                                                   out_shardings=(replicated, replicated)))
 

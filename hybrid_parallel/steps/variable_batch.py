@@ -33,11 +33,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+from jax.sharding import PartitionSpec as P
 
-from hybrid_parallel import layers, models, optim
+from hybrid_parallel import layers, models, optim, partitioning
 from hybrid_parallel.errors import UserError
 from hybrid_parallel.mesh import MODEL
-from hybrid_parallel.steps import common
+from hybrid_parallel.steps import common, explicit
+from hybrid_parallel.steps.common import DeviceBatch, StepOptions
 from hybrid_parallel.train_state import TrainState
 
 VARIANTS = ("a", "b", "c")
@@ -144,6 +146,15 @@ def indexed_routing(rows: np.ndarray) -> Routing:
   return Routing(len(rows), take, lambda x: x, take, lambda tree: tree)
 
 
+@dataclasses.dataclass(frozen=True)
+class FcUpdate:
+  """An FC update after every pass: the FC group's transformation, its parameters (unmarked)
+  and its optimiser state as the step starts."""
+  tx: object  # optax.GradientTransformation of the FC group (optim.GroupedOptimizer.groups).
+  params: dict
+  opt_state: object
+
+
 @dataclasses.dataclass
 class PassesOut:
   """What the conv stage and the K FC passes of one step produced."""
@@ -156,34 +167,35 @@ class PassesOut:
   fc_finite: jax.Array | None = None  # and whether every pass's FC gradient was finite.
 
 
-def fc_passes(model: models.AlexNet, params, batch_stats, key, images_BHWC, labels_B,
-              example_ids_B, global_batch: int, routing: Routing, *, vary=lambda tree: tree,
-              fc_update: tuple | None = None) -> PassesOut:
+def fc_passes(model: models.AlexNet, params, batch: DeviceBatch, *, batch_stats, key,
+              global_batch: int, routing: Routing, vary=lambda tree: tree,
+              fc_update: FcUpdate | None = None) -> PassesOut:
   """The conv stage forward and backward around K FC passes (module docstring).
 
   Args:
-    model, params, batch_stats: the network with this device's layout and its variables;
-      `params` as the step differentiates them (inside the explicit step: marked varying over
-      their gradient axes).
+    model, params: the network with this device's layout and its parameters as the step
+      differentiates them (inside the explicit step: marked varying over their gradient axes).
+    batch: this device's conv-stage batch.
+    batch_stats: the model's batch-norm statistics.
     key: the step's dropout key.
-    images_BHWC, labels_B, example_ids_B: this device's conv-stage batch.
     global_batch: the loss is summed over examples and divided by it.
     routing: how each pass's rows are taken.
     vary: marks FC parameters for differentiation the way `params` are marked (the FC update
       per pass differentiates the updated, unmarked FC parameters).
-    fc_update: None sums the FC gradients of the passes; `(fc_tx, fc_params, fc_opt_state)` —
-      the FC group's transformation, its unmarked parameters and state — updates them after
+    fc_update: None sums the FC gradients of the passes; an `FcUpdate` updates them after
       every pass.
   """
   groups = optim.split_groups(params)
 
   def conv_stage(conv_params):
     variables = {"params": conv_params, "batch_stats": batch_stats}
-    features, updated = model.apply(variables, images_BHWC, example_ids_B=example_ids_B,
-                                    dropout_key=key, stage="features", mutable=["batch_stats"])
+    features, updated = model.apply(variables, batch.images_BHWC,
+                                    example_ids_B=batch.example_ids_B, dropout_key=key,
+                                    stage="features", mutable=["batch_stats"])
     return features, updated.get("batch_stats", {})
 
-  all_labels, all_ids = routing.gather_examples(labels_B), routing.gather_examples(example_ids_B)
+  all_labels = routing.gather_examples(batch.labels_B)
+  all_ids = routing.gather_examples(batch.example_ids_B)
 
   def pass_loss(fc_params, rows, k):
     labels, ids = routing.take(all_labels, k), routing.take(all_ids, k)
@@ -194,32 +206,38 @@ def fc_passes(model: models.AlexNet, params, batch_stats, key, images_BHWC, labe
 
   features, conv_vjp, new_batch_stats = jax.vjp(conv_stage, groups["conv"], has_aux=True)
   feature_grads = jnp.zeros_like(features)
-  loss, correct, fc_grads = 0.0, 0, None
-  fc_params, fc_state, fc_finite = (None, None, None) if fc_update is None else (
-      fc_update[1], fc_update[2], jnp.array(True))
+  loss, correct, fc_grads, fc_finite = 0.0, 0, None, jnp.array(True)
   for k in range(routing.passes):
     rows, route_vjp = jax.vjp(lambda f, k=k: routing.features(f, k), features)
-    current = groups["fc"] if fc_update is None else vary(fc_params)
+    current = groups["fc"] if fc_update is None else vary(fc_update.params)
     (loss_k, correct_k), (grads_k, rows_grad) = jax.value_and_grad(
         pass_loss, argnums=(0, 1), has_aux=True)(current, rows, k)
     feature_grads = feature_grads + route_vjp(rows_grad)[0]
     loss, correct = loss + loss_k, correct + correct_k
     if fc_update is None:
       fc_grads = grads_k if fc_grads is None else jax.tree.map(jnp.add, fc_grads, grads_k)
-      continue
-    # The gradient of the pass's mean loss: the loss is normalised by the global batch, of which
-    # the pass holds a K-th.
-    grads_k = jax.tree.map(lambda g: g * routing.passes, routing.sum_over_batch(grads_k))
-    fc_finite = fc_finite & common.all_finite(grads_k)
-    updates, fc_state = fc_update[0].update(grads_k, fc_state, fc_params)
-    fc_params = optax.apply_updates(fc_params, updates)
+    else:
+      fc_update, finite_k = _after_pass(fc_update, grads_k, routing=routing)
+      fc_finite = fc_finite & finite_k
   (conv_grads,) = conv_vjp(feature_grads.astype(features.dtype))
-  grads = conv_grads if fc_grads is None else optim.merge_groups({"conv": conv_grads,
-                                                                  "fc": fc_grads})
-  return PassesOut(grads, new_batch_stats, loss, correct, fc_params, fc_state, fc_finite)
+  if fc_update is None:
+    return PassesOut(optim.merge_groups({"conv": conv_grads, "fc": fc_grads}), new_batch_stats,
+                     loss, correct)
+  return PassesOut(conv_grads, new_batch_stats, loss, correct, fc_update.params,
+                   fc_update.opt_state, fc_finite)
 
 
-def apply_conv_gradients(state: TrainState, conv_grads, batch_stats, tx, *, fc_params,
+def _after_pass(fc_update: FcUpdate, grads_k, *, routing: Routing) -> tuple[FcUpdate, jax.Array]:
+  """The FC group updated by one pass's gradient, and whether that gradient was finite."""
+  # The gradient of the pass's mean loss: the loss is normalised by the global batch, of which
+  # the pass holds a K-th.
+  grads_k = jax.tree.map(lambda g: g * routing.passes, routing.sum_over_batch(grads_k))
+  updates, opt_state = fc_update.tx.update(grads_k, fc_update.opt_state, fc_update.params)
+  return (dataclasses.replace(fc_update, params=optax.apply_updates(fc_update.params, updates),
+                              opt_state=opt_state), common.all_finite(grads_k))
+
+
+def apply_conv_gradients(state: TrainState, conv_grads, *, batch_stats, tx, fc_params,
                          fc_opt_state, finite: jax.Array, skip_nonfinite: bool) -> TrainState:
   """The step's end when the FC layers were updated pass by pass: the conv group's update by
   `conv_grads` (`tx` a GroupedOptimizer), the FC group as the passes left it, one step counted.
@@ -238,6 +256,64 @@ def apply_conv_gradients(state: TrainState, conv_grads, batch_stats, tx, *, fc_p
   return new_state
 
 
+def make_train_step(model: models.AlexNet, plan: partitioning.Plan, mesh, *, tx,
+                    specs: TrainState, options: StepOptions):
+  """Returns owt's `train_step(state, images, labels) -> (state, metrics)` with the FC stage run
+  as `options.owt_variant` ("b" or "c"): the explicit step's two regions (steps/explicit.py)
+  around `fc_passes`.
+
+  With `options.fc_updates_per_step` = K (`tx` the `optim.GroupedOptimizer` made with the same
+  K) the FC layers are updated in region 1, each pass's FC gradient summed over "data" with
+  psum, and only the conv gradients go on to region 2.
+  """
+  routing = collective_routing(options.owt_variant, plan.model, plan.fc_batch_axes)
+  per_pass = options.fc_updates_per_step > 1
+
+  def vary(tree):  # the FC parameters as region 1 differentiates them.
+    return (jax.tree.map(lambda p: jax.lax.pcast(p, plan.fc_batch_axes, to="varying"), tree)
+            if plan.fc_batch_axes else tree)
+
+  def per_device_gradients(state: TrainState, images_BHWC, labels_B):
+    batch, global_batch = explicit.device_batch(plan, images_BHWC, labels_B)
+    fc_update = (FcUpdate(tx.groups["fc"], optim.split_groups(state.params)["fc"],
+                          state.opt_state["fc"]) if per_pass else None)
+    out = fc_passes(model, explicit.vary_over_grad_axes(state.params, plan), batch,
+                    batch_stats=state.batch_stats, key=common.dropout_key(state),
+                    global_batch=global_batch, routing=routing, vary=vary, fc_update=fc_update)
+    carried = (explicit.stack_partial_grads(out.grads, plan), out.batch_stats)
+    if per_pass:
+      fc_finite = jax.lax.pmin(out.fc_finite.astype(jnp.int32), mesh.axis_names)
+      carried += (out.fc_params, out.fc_opt_state, fc_finite)
+    return carried, explicit.batch_metrics(plan, loss=out.loss, correct=out.correct,
+                                           global_batch=global_batch)
+
+  def per_device_update(state: TrainState, carried):
+    partial_grads, batch_stats, *fc = carried
+    grads = explicit.sum_partial_grads(partial_grads, plan, options.grad_reduce)
+    finite = explicit.agreed_finite(grads, mesh)
+    if not per_pass:
+      new_state = common.apply_gradients(state, grads, batch_stats=batch_stats, tx=tx,
+                                         finite=finite,
+                                         skip_nonfinite=options.skip_nonfinite_steps)
+    else:  # the FC layers were updated pass by pass in region 1.
+      fc_params, fc_opt_state, fc_finite = fc
+      finite = finite & (fc_finite > 0)
+      new_state = apply_conv_gradients(state, grads, batch_stats=batch_stats, tx=tx,
+                                       fc_params=fc_params, fc_opt_state=fc_opt_state,
+                                       finite=finite,
+                                       skip_nonfinite=options.skip_nonfinite_steps)
+    return new_state, 1.0 - finite.astype(jnp.float32)
+
+  grad_specs = partitioning.partial_grad_specs(specs.params, plan)
+  carried_specs = (grad_specs, specs.batch_stats)
+  if per_pass:  # only the conv gradients leave region 1, with the FC group's new state.
+    carried_specs = (optim.split_groups(grad_specs)["conv"], specs.batch_stats,
+                     optim.split_groups(specs.params)["fc"], specs.opt_state["fc"], P())
+  return explicit.two_region_step(per_device_gradients, per_device_update, mesh=mesh,
+                                  specs=specs, batch_spec=plan.batch_spec,
+                                  carried_specs=carried_specs, tuned=options.tune_xla_cpu)
+
+
 def make_reference_step(model: models.AlexNet, tx, *, rows: np.ndarray,
                         fc_updates_per_step: int = 1):
   """The variable-batch step on one device, independent of any mesh: `step(state, images,
@@ -252,18 +328,19 @@ def make_reference_step(model: models.AlexNet, tx, *, rows: np.ndarray,
 
   def step(state: TrainState, images_BHWC, labels_B):
     global_batch = images_BHWC.shape[0]
-    groups = optim.split_groups(state.params)
     fc_update = None
     if fc_updates_per_step > 1:
-      fc_update = (tx.groups["fc"], groups["fc"], state.opt_state["fc"])
-    out = fc_passes(model, state.params, state.batch_stats, common.dropout_key(state),
-                    images_BHWC, labels_B, jnp.arange(global_batch), global_batch, routing,
-                    fc_update=fc_update)
+      fc_update = FcUpdate(tx.groups["fc"], optim.split_groups(state.params)["fc"],
+                           state.opt_state["fc"])
+    out = fc_passes(model, state.params, DeviceBatch(images_BHWC, labels_B,
+                                                     jnp.arange(global_batch)),
+                    batch_stats=state.batch_stats, key=common.dropout_key(state),
+                    global_batch=global_batch, routing=routing, fc_update=fc_update)
     if fc_update is None:
-      new_state = common.apply_gradients(state, out.grads, out.batch_stats, tx,
+      new_state = common.apply_gradients(state, out.grads, batch_stats=out.batch_stats, tx=tx,
                                          finite=jnp.array(True), skip_nonfinite=False)
     else:
-      new_state = apply_conv_gradients(state, out.grads, out.batch_stats, tx,
+      new_state = apply_conv_gradients(state, out.grads, batch_stats=out.batch_stats, tx=tx,
                                        fc_params=out.fc_params, fc_opt_state=out.fc_opt_state,
                                        finite=jnp.array(True), skip_nonfinite=False)
     return new_state, {"train_loss": out.loss, "train_accuracy": out.correct / global_batch}
