@@ -28,6 +28,9 @@ _ALL = flags.DEFINE_bool("all", False, "Every Table-1 config and owt8, and data4
 _PAPER = flags.DEFINE_bool("paper_sizes", False, "224² inputs and 1000 classes.")
 _CLASSES = flags.DEFINE_integer("num_classes", 10, "Classifier width (without --paper_sizes).")
 _OUT = flags.DEFINE_string("out", tables.DOCS, "Where --all writes comm_volume.json.")
+flags.register_multi_flags_validator(
+    ["config", "all"], lambda given: (given["config"] is None) == given["all"],
+    message="give either --config=... (one config) or --all.")
 TABLE1 = ("single", "data2", "data4", "model2", "hybrid4", "owt8")
 
 
@@ -42,8 +45,8 @@ def measure(config, *, paper_sizes: bool, num_classes: int) -> dict:
   image_size, classes = (224, 1000) if paper_sizes else (config.image_size, num_classes)
   config = config.copy_and_resolve_references()
   config.image_size = image_size
-  run = experiment.build(config, num_classes=classes, channels=3, steps_per_epoch=100,
-                         total_steps=1000, abstract=True)
+  run = experiment.build(experiment.resolve(config), num_classes=classes, channels=3,
+                         steps_per_epoch=100, total_steps=1000, abstract=True)
   plan, scheme, sharding = run.plan, run.scheme, run.batch_sharding
   batch = config.global_batch_size
   images = jax.ShapeDtypeStruct((batch, image_size, image_size, 3), jnp.float32,
@@ -51,8 +54,8 @@ def measure(config, *, paper_sizes: bool, num_classes: int) -> dict:
   labels = jax.ShapeDtypeStruct((batch,), jnp.int32, sharding=sharding)
   hlo = scheme.train_step.lower(scheme.state, images, labels).compile().as_text()
   stats = hlo_stats.collective_stats(hlo, plan.data * plan.model)
-  analytic = costmodel.traffic(models.ARCHITECTURES[config.model], plan, batch, image_size,
-                               classes)
+  analytic = costmodel.traffic(models.ARCHITECTURES[config.model], plan, global_batch=batch,
+                               image_size=image_size, num_classes=classes)
   return {
       "scheme": config.parallelism, "mesh": [plan.data, plan.model], "model": config.model,
       "global_batch": batch, "image_size": image_size, "num_classes": classes,
@@ -70,8 +73,6 @@ def main(argv):
   del argv
   import jax
   if not _ALL.value:
-    if _CONFIG.value is None:
-      raise app.UsageError("give --config=... or --all")
     jax.config.update("jax_num_cpu_devices", _CONFIG.value.mesh.data * _CONFIG.value.mesh.model)
     print(json.dumps(measure(_CONFIG.value, paper_sizes=_PAPER.value,
                              num_classes=_CLASSES.value)))

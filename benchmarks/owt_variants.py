@@ -35,6 +35,8 @@ RUNS = {
 }
 
 _RUNS = flags.DEFINE_list("runs", list(RUNS), "Which runs (module docstring).")
+flags.register_validator("runs", lambda runs: set(runs) <= set(RUNS),
+                         message=f"--runs: choose from {', '.join(RUNS)}.")
 _EVAL_EVERY = flags.DEFINE_integer("eval_every_steps", 10, "Evaluate every this many steps.")
 _WORKDIRS = flags.DEFINE_string("workdirs", os.path.join(main_runs.ROOT, "runs", "owt_variants"),
                                 "Where each run's workdir goes (emptied first).")
@@ -71,9 +73,6 @@ def plot(results: list[dict], path: str) -> None:
 
 def main(argv):
   del argv
-  unknown = sorted(set(_RUNS.value) - set(RUNS))
-  if unknown:
-    raise app.UsageError(f"unknown runs {', '.join(unknown)}; choose from {', '.join(RUNS)}.")
   path = os.path.join(_OUT.value, "owt_variants.json")
   # Runs not made now are kept from the previous file: one run can be measured again alone.
   previous = [r for r in tables.load_if_present(path) if r["run"] not in _RUNS.value]

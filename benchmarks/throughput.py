@@ -39,6 +39,9 @@ _STEPS = flags.DEFINE_integer("steps", 10, "Timed steps.")
 _WARMUP = flags.DEFINE_integer("warmup", 2, "Untimed steps after the compile.")
 _CLASSES = flags.DEFINE_integer("num_classes", 10, "Classifier width.")
 _OUT = flags.DEFINE_string("out", tables.DOCS, "Where --all writes throughput.{json,png}.")
+flags.register_multi_flags_validator(
+    ["config", "all"], lambda given: (given["config"] is None) == given["all"],
+    message="give either --config=... (one config) or --all.")
 TABLE1 = ("single", "data2", "data4", "model2", "hybrid4", "owt8")
 
 
@@ -101,24 +104,23 @@ def main(argv):
   jax.config.update("jax_num_cpu_devices", 8)
   cpu_flops = step_timing.cpu_gemm_flops() if jax.devices()[0].platform == "cpu" else None
   if not _ALL.value:
-    if _CONFIG.value is None:
-      raise app.UsageError("give --config=... or --all")
     result = measure(_CONFIG.value, cpu_flops)
     result["config"] = os.path.splitext(os.path.basename(
         config_flags.get_config_filename(flags.FLAGS["config"])))[0]
     print(json.dumps(result))
     return
+  import experiment
   from hybrid_parallel.errors import UserError
   from hybrid_parallel.steps import common
   rows = []
   for backend in common.BACKENDS:
     for name in TABLE1:
       config = importlib.import_module(f"configs.{name}").get_config()
+      config.backend = backend
       try:
-        common.check_backend(backend, scheme=config.parallelism)
+        experiment.resolve(config)
       except UserError:
         continue  # pmap runs single and data only.
-      config.backend = backend
       result = dict(measure(config, cpu_flops), config=name)
       print(json.dumps(result), flush=True)
       rows.append(result)

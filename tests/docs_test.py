@@ -1,6 +1,7 @@
 """The docs as a newcomer meets them: a short README linking every page, tables equal to the JSON
 they were rendered from, and every benchmark runnable as `python -m benchmarks.NAME`."""
 
+import json
 import os
 import re
 import subprocess
@@ -22,6 +23,53 @@ def _runnable(name: str) -> bool:
 # The modules of benchmarks/ that run (the others are shared helpers).
 BENCHMARKS = sorted(f[:-3] for f in os.listdir(os.path.join(ROOT, "benchmarks"))
                     if f.endswith(".py") and _runnable(f))
+
+
+# Placeholders the docs write in commands, and what stands in for them when a command is checked.
+PLACEHOLDERS = {"N": "2", "I": "0"}
+
+
+def commands_in(text: str):
+  """(program, argv) of each `python -m benchmarks.X ...` / `python main.py ...` in a page.
+
+  Commands are read from code blocks (a trailing backslash continues a line; `#` starts a
+  comment) and from inline code spans (which may wrap). One naming a placeholder program or
+  config (NAME) stands for many and is left out; N and I take the values in PLACEHOLDERS."""
+  blocks = re.findall(r"```[^\n]*\n(.*?)```", text, re.S)
+  lines = [line for block in blocks for line in block.replace("\\\n", " ").splitlines()]
+  outside_blocks = re.sub(r"```.*?```", "", text, flags=re.S)
+  lines += [span.replace("\n", " ") for span in re.findall(r"`([^`]+)`", outside_blocks)]
+  for line in lines:
+    line = line.split(" #")[0]
+    for found in re.finditer(r"python (?:-m (benchmarks\.\w+)|(main\.py))((?:\s+--\S+)*)", line):
+      program, argv = found.group(1) or found.group(2), found.group(3).split()
+      if "NAME" in program or any("NAME" in arg for arg in argv):
+        continue
+      yield program, [re.sub(r"=([A-Z])$", lambda m: "=" + PLACEHOLDERS[m.group(1)], arg)
+                      for arg in argv]
+
+
+def documented_commands():
+  """(page, program, argv) for every command in README.md and docs/*.md."""
+  for page in tables.pages(ROOT):
+    with open(page) as f:
+      for program, argv in commands_in(f.read()):
+        yield os.path.relpath(page, ROOT), program, argv
+
+
+# Run as `python -c _PARSE_DOCUMENTED NAME ARGVS_JSON`: parses each argv with benchmarks.NAME's
+# flags, then prints the usage `python -m benchmarks.NAME --help` would print.
+_PARSE_DOCUMENTED = """
+import importlib, json, sys
+from absl import flags
+name, argvs = sys.argv[1], json.loads(sys.argv[2])
+module = importlib.import_module("benchmarks." + name)
+for argv in argvs:
+  flags.FLAGS.unparse_flags()
+  flags.FLAGS([name, *argv])
+print(f"accepted {len(argvs)} documented commands")
+print("usage:", module.__doc__, flags.FLAGS.module_help(module.__name__))
+"""
 
 
 class ReadmeTest(absltest.TestCase):
@@ -88,18 +136,46 @@ class TablesTest(absltest.TestCase):
 
 class BenchmarksTest(absltest.TestCase):
 
-  def test_each_runs_as_a_module_and_answers_help(self):
-    # In parallel: each is a fresh interpreter importing JAX.
-    runs = {name: subprocess.Popen([sys.executable, "-m", f"benchmarks.{name}", "--help"],
-                                   cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                   text=True) for name in BENCHMARKS}
+  def test_each_documents_its_usage_and_accepts_the_commands_the_docs_give(self):
+    # One fresh interpreter per benchmark (each imports JAX and defines its own flags), all at
+    # once. A command is accepted when absl parses it: unknown flags, bad values and each
+    # benchmark's validators (e.g. "--config or --all") fail there, before any work.
+    documented = {name: [] for name in BENCHMARKS}
+    for page, program, argv in documented_commands():
+      if program.startswith("benchmarks."):
+        documented[program.split(".", 1)[1]].append(argv)
+    runs = {name: subprocess.Popen([sys.executable, "-c", _PARSE_DOCUMENTED, name,
+                                    json.dumps(argvs)], cwd=ROOT, stdout=subprocess.PIPE,
+                                   stderr=subprocess.STDOUT, text=True)
+            for name, argvs in documented.items()}
     for name, process in runs.items():
       output, _ = process.communicate(timeout=300)
-      # absl prints the usage and exits 1 on --help.
-      self.assertIn(process.returncode, (0, 1), f"{name}: {output[-2000:]}")
-      self.assertNotIn("Traceback", output, name)
-      self.assertIn(f"python -m benchmarks.{name}", output, name)  # its docstring's usage.
-      self.assertIn("--", output.split(f"python -m benchmarks.{name}")[-1], name)  # its flags.
+      self.assertEqual(process.returncode, 0, f"{name}: {output[-2000:]}")
+      self.assertIn(f"accepted {len(documented[name])} documented commands", output, name)
+      usage = output.split("usage:", 1)[-1]
+      self.assertIn(f"python -m benchmarks.{name}", usage, name)  # its docstring's usage,
+      self.assertIn("--", usage.split(f"python -m benchmarks.{name}", 1)[-1], name)  # its flags.
+
+  def test_every_main_command_in_the_docs_describes_a_run(self):
+    # --dry_run checks every flag and config field and resolves the run, touching nothing.
+    commands = [argv for _, program, argv in documented_commands() if program == "main.py"]
+    self.assertGreaterEqual(len(commands), 3)  # the README's and docs/faults.md's two.
+    runs = [subprocess.Popen([sys.executable, "main.py", *argv, "--dry_run"], cwd=ROOT,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            for argv in commands]
+    for argv, process in zip(commands, runs):
+      output, errors = process.communicate(timeout=300)
+      self.assertEqual(process.returncode, 0, f"{argv}: {errors[-2000:]}")
+      self.assertIn('"mesh"', output, argv)
+
+  def test_commands_are_read_from_spans_blocks_and_continued_lines(self):
+    text = ("Run `python -m benchmarks.comm_volume --all\n  --paper_sizes` (or not).\n"
+            "```bash\n# on each host\npython main.py --config=configs/hybrid4.py \\\n"
+            "    --num_processes=N --process_id=I  # the coordinator\n```\n"
+            "`python -m benchmarks.NAME` runs each.\n")
+    self.assertEqual(list(commands_in(text)), [
+        ("main.py", ["--config=configs/hybrid4.py", "--num_processes=2", "--process_id=0"]),
+        ("benchmarks.comm_volume", ["--all", "--paper_sizes"])])
 
   def test_large_batch_refuses_bad_settings_before_training(self):
     with tempfile.TemporaryDirectory() as out:
@@ -117,12 +193,12 @@ class BenchmarksTest(absltest.TestCase):
     # outlasted its 2 epochs, and the run failed at its third cell). In a process of its own:
     # the benchmark's flags must be parsed to make its cells.
     code = ("from absl import flags\n"
-            "import validation\n"
+            "import experiment\n"
             "from benchmarks import large_batch\n"
             "flags.FLAGS(['large_batch'])\n"
             "for grid, quick in ((False, False), (True, False), (False, True)):\n"
             "  for _, model, batch, rule, settings in large_batch.cells(grid=grid, quick=quick):\n"
-            "    validation.check_config(large_batch.cell_config(model, batch, rule, **settings))\n"
+            "    experiment.resolve(large_batch.cell_config(model, batch, rule, **settings))\n"
             "print('checked')\n")
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
                             text=True, timeout=300)
