@@ -14,7 +14,9 @@ runs the same command; process 0 writes logs, metrics and TensorBoard; checkpoin
 all of them into --workdir, which must be a path they all share.
 """
 
+import json
 import os
+import subprocess
 import sys
 
 from absl import app, flags, logging
@@ -34,6 +36,9 @@ _DISTRIBUTED = flags.DEFINE_bool(
     "distributed", False, "Initialise jax.distributed from the environment (SLURM, Open MPI, TPU).")
 _HEARTBEAT_S = flags.DEFINE_integer(
     "heartbeat_timeout_s", 60, "jax.distributed ends the job when a process is silent this long.")
+_DRY_RUN = flags.DEFINE_bool(
+    "dry_run", False, "Check the flags and the config, print the run they describe (JSON) and "
+    "exit, touching no device, dataset or workdir.")
 flags.mark_flag_as_required("config")
 
 
@@ -83,14 +88,25 @@ def _workdir(config_flag) -> str:
   return os.path.join("runs", name)
 
 
+def _nvidia_gpus() -> list[str]:
+  """The NVIDIA GPUs `nvidia-smi -L` lists (none where it is missing or fails)."""
+  try:
+    listed = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20)
+  except (OSError, subprocess.SubprocessError):
+    return []
+  return [line.split(" (UUID")[0] for line in listed.stdout.splitlines()
+          if listed.returncode == 0 and line.startswith("GPU ")]
+
+
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
-  # Every flag and config field is checked before anything else happens: no device is set up,
-  # no dataset read and nothing in the workdir touched for a run that cannot work.
+  # Every flag and config field is checked, and the config resolved into the run it describes,
+  # before anything else happens: no device is set up, no dataset read and nothing in the
+  # workdir touched for a run that cannot work.
+  import experiment
   import validation
   from hybrid_parallel.errors import UserError
-  config = _CONFIG.value
   workdir = _workdir(flags.FLAGS["config"])
   processes = _NUM_PROCESSES.value or 1
   try:
@@ -98,10 +114,13 @@ def main(argv):
                            coordinator_address=_COORDINATOR.value,
                            num_processes=_NUM_PROCESSES.value, process_id=_PROCESS_ID.value,
                            distributed=_DISTRIBUTED.value, heartbeat_timeout_s=_HEARTBEAT_S.value)
-    validation.check_config(config, processes=processes)
+    spec = experiment.resolve(_CONFIG.value, processes=processes)
   except UserError as e:
     _fail(str(e))
-  mesh = config.mesh.data * config.mesh.model
+  if _DRY_RUN.value:
+    print(json.dumps({"workdir": workdir, **spec.describe()}, indent=1))
+    return
+  mesh = spec.plan.data * spec.plan.model
   # Must precede the first device query; it only affects the CPU backend, so it is harmless where
   # accelerators run the mesh. Each process simulates its share of the mesh.
   import jax
@@ -111,11 +130,17 @@ def main(argv):
   import train  # Imported after the device count is set: nothing may query devices earlier.
   from hybrid_parallel import faults
 
-  if jax.default_backend() == "cpu" and mesh > 1:
-    logging.info("No accelerators: simulating %d CPU devices for the %d×%d mesh.",
-                 jax.device_count(), config.mesh.data, config.mesh.model)
+  if jax.default_backend() == "cpu":
+    gpus = _nvidia_gpus()
+    if gpus:  # JAX falls back to the CPU with one easily missed line of its own.
+      logging.warning("%s present, but this jaxlib has no CUDA backend and JAX runs on the CPU; "
+                      "for the GPU: pip install -r requirements-cuda12.txt (or -cuda13.txt).",
+                      " and ".join(gpus))
+    if mesh > 1:
+      logging.info("JAX runs on the CPU: simulating %d CPU devices for the %d×%d mesh.",
+                   jax.device_count(), spec.plan.data, spec.plan.model)
   try:
-    train.train_and_evaluate(config, workdir)
+    train.train_and_evaluate(spec, workdir)
   except faults.Stopped as e:
     sys.exit(e.exit_code)  # the loop has said what it saved.
   except KeyboardInterrupt:  # Ctrl-C before the loop took the signal over: nothing to save.

@@ -15,9 +15,20 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY = ["--config.model=alexnet_tiny", "--config.image_size=64"]
 
 
-def run_main(*args, cwd=ROOT):
+def run_main(*args, cwd=ROOT, env=None):
   return subprocess.run([sys.executable, os.path.join(ROOT, "main.py"), *args], cwd=cwd,
-                        capture_output=True, text=True, timeout=300)
+                        capture_output=True, text=True, timeout=300,
+                        env={**os.environ, **(env or {})})
+
+
+def nvidia_smi_listing(folder: str, listing: str) -> str:
+  """A PATH on which `nvidia-smi -L` prints `listing`, as on a machine with NVIDIA GPUs (this
+  one has none; JAX's CPU build runs either way)."""
+  path = os.path.join(folder, "nvidia-smi")
+  with open(path, "w") as f:
+    f.write(f"#!/bin/sh\ncat <<'EOF'\n{listing}\nEOF\n")
+  os.chmod(path, 0o755)
+  return folder + os.pathsep + os.environ.get("PATH", "")
 
 
 class BadInputTest(parameterized.TestCase):
@@ -55,12 +66,18 @@ class BadInputTest(parameterized.TestCase):
 class RunTest(absltest.TestCase):
 
   def test_hybrid4_simulates_its_devices_writes_metrics_and_a_profile(self):
-    with tempfile.TemporaryDirectory() as workdir:
+    with tempfile.TemporaryDirectory() as workdir, tempfile.TemporaryDirectory() as bin_dir:
+      gpu = "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-0)"
       result = run_main("--config=configs/hybrid4.py", *TINY, "--config.num_train_steps=4",
                         "--config.log_every_steps=2", "--config.profile_steps=2",
-                        f"--workdir={workdir}")
+                        f"--workdir={workdir}", env={"PATH": nvidia_smi_listing(bin_dir, gpu)})
       self.assertEqual(result.returncode, 0, result.stderr[-3000:])
-      self.assertIn("simulating 4 CPU devices for the 2×2 mesh", result.stderr)
+      self.assertIn("JAX runs on the CPU: simulating 4 CPU devices for the 2×2 mesh",
+                    result.stderr)
+      # A GPU JAX cannot use is named, with the install command that would use it.
+      self.assertIn("GPU 0: NVIDIA H100 80GB HBM3 present, but this jaxlib has no CUDA backend "
+                    "and JAX runs on the CPU; for the GPU: pip install -r "
+                    "requirements-cuda12.txt", result.stderr)
       self.assertIn("wrote a profile of steps 2–3", result.stderr)
       with open(os.path.join(workdir, "metrics.jsonl")) as f:
         rows = [json.loads(line) for line in f]

@@ -61,6 +61,18 @@ class PinsTest(absltest.TestCase):
     declared = pins(project["dependencies"] + project["optional-dependencies"]["test"])
     self.assertEqual(declared, wanted)
 
+  def test_the_accelerator_builds_are_ci_s_jax_with_a_backend(self):
+    # A CUDA or TPU install must run the JAX the suite ran: only the backend plugin differs.
+    with open(os.path.join(ROOT, "requirements.txt")) as f:
+      jax_version = pins(f)["jax"]
+    with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
+      extras = tomllib.load(f)["project"]["optional-dependencies"]
+    for backend in ("cuda12", "cuda13", "tpu"):
+      with open(os.path.join(ROOT, f"requirements-{backend}.txt")) as f:
+        lines = [line.split("#")[0].strip() for line in f if line.split("#")[0].strip()]
+      self.assertEqual(lines, ["-r requirements.txt", f"jax[{backend}]=={jax_version}"])
+      self.assertEqual(extras[backend], [f"jax[{backend}]=={jax_version}"])
+
 
 class WheelTest(absltest.TestCase):
 
