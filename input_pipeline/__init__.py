@@ -15,12 +15,13 @@ position: not on the mesh, the scheme or (for tfds, with input_shards a multiple
 of processes.
 
 `train_iterator` turns the host batches into global arrays with the batch sharding
-(`jax.make_array_from_process_local_data`) and keeps the next batch's transfer in flight while the
-current step runs.
+(`jax.make_array_from_process_local_data`) on a background thread that runs `prefetch` batches
+ahead, so that reading, copying and transfers overlap the steps instead of waiting between them.
 """
 
-import collections
-import itertools
+import contextlib
+import queue
+import threading
 
 import jax
 import numpy as np
@@ -121,19 +122,62 @@ def train_iterator(source, sharding: NamedSharding, global_batch: int, *, seed: 
                    prefetch: int = 2):
   """Yields (images, labels, position) of consecutive steps as global arrays.
 
-  `prefetch` batches are on their way to the devices at any time: the one the current step uses
-  and the next (transfers, not computations: they add no step in flight; a uint8 batch is
-  normalised as it is handed out).
+  A background thread reads the host batches and starts their transfers up to `prefetch` batches
+  ahead of the step that takes them (transfers, not computations: they add no step in flight; a
+  uint8 batch is normalised as it is handed out). The batches and positions are those of the
+  host iterator, in its order: reading ahead changes nothing a checkpoint records.
   """
-  host = source.train_batches(global_batch, seed, position, process_rows(sharding, global_batch))
+  host = source.train_batches(global_batch, seed=seed, position=position,
+                              shard=process_rows(sharding, global_batch))
   normalise = _on_device_normaliser(source, sharding)
   on_device = ((*to_global(sharding, images, labels, global_batch=global_batch), next_position)
                for images, labels, next_position in host)
-  queue = collections.deque(itertools.islice(on_device, prefetch))
-  while queue:
-    images, labels, next_position = queue.popleft()
-    yield normalise(images), labels, next_position
-    queue.extend(itertools.islice(on_device, 1))
+  with contextlib.closing(in_background(on_device, depth=prefetch)) as ready:
+    for images, labels, next_position in ready:
+      yield normalise(images), labels, next_position
+
+
+_END = object()  # what the producer puts after the last item.
+_JOIN_TIMEOUT_S = 60.0  # a source blocked longer than this is left to the daemon thread's fate.
+
+
+def in_background(items, *, depth: int):
+  """Yields the items of the iterator `items`, produced by a daemon thread that runs at most
+  `depth` items ahead. An exception in the producer is raised here, at the item it replaced.
+  Closing this generator stops the producer and waits for it (it may be inside a JAX transfer,
+  which must not outlive the interpreter)."""
+  ready = queue.Queue(maxsize=depth)
+  stop = threading.Event()
+
+  def offer(item) -> bool:
+    """Puts `item` when there is room; False once the consumer has stopped."""
+    while not stop.is_set():
+      try:
+        ready.put(item, timeout=0.1)
+        return True
+      except queue.Full:
+        continue
+    return False
+
+  def produce():
+    try:
+      for item in items:
+        if not offer(item):
+          return
+      offer(_END)
+    except BaseException as e:  # noqa: BLE001 — handed to the consumer, raised there.
+      offer(e)
+
+  producer = threading.Thread(target=produce, name="input_pipeline", daemon=True)
+  producer.start()
+  try:
+    while (item := ready.get()) is not _END:
+      if isinstance(item, BaseException):
+        raise item
+      yield item
+  finally:
+    stop.set()
+    producer.join(timeout=_JOIN_TIMEOUT_S)
 
 
 def eval_batches(source, sharding: NamedSharding, batch: int):

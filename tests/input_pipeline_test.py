@@ -1,7 +1,10 @@
 """Datasets load as documented, batches follow (seed, step) only, bad files get one sentence."""
 
+import itertools
 import os
 import tempfile
+import threading
+import time
 
 import jax
 import numpy as np
@@ -19,7 +22,7 @@ _digits = {}
 
 def digits():
   if not _digits:
-    _digits["d"] = experiment.load_dataset(testing.tiny_config(dataset="digits"))
+    _digits["d"] = experiment.load_dataset(testing.resolved(dataset="digits"))
   return _digits["d"]
 
 
@@ -83,9 +86,10 @@ class OrderTest(absltest.TestCase):
     d = digits()
     spe = input_pipeline.steps_per_epoch(d, 256)
     self.assertEqual(spe, 5)  # 1437 // 256; the remainder of each epoch is dropped.
-    epoch0 = np.concatenate([input_pipeline.train_indices(d, 256, 0, s) for s in range(spe)])
+    epoch0 = np.concatenate([input_pipeline.train_indices(d, 256, seed=0, step=s)
+                             for s in range(spe)])
     self.assertLen(np.unique(epoch0), spe * 256)
-    epoch1 = input_pipeline.train_indices(d, 256, 0, spe)
+    epoch1 = input_pipeline.train_indices(d, 256, seed=0, step=spe)
     self.assertFalse(np.array_equal(epoch0[:256], epoch1))
 
   def test_global_batch_arrives_sharded_in_mesh_order(self):
@@ -95,12 +99,12 @@ class OrderTest(absltest.TestCase):
     # Resuming at step 3: the iterator's first batch is step 3's, and its position is then 4.
     images, labels, position = next(input_pipeline.train_iterator(d, sharding, 8, seed=0,
                                                                   position=3))
-    rows = input_pipeline.train_indices(d, 8, 0, 3)
+    rows = input_pipeline.train_indices(d, 8, seed=0, step=3)
     self.assertEqual(position, 4)
     self.assertEqual(images.sharding, sharding)
     np.testing.assert_array_equal(jax.device_get(labels), d.y_train[rows])
     # Sent as uint8 and normalised on the devices, to the same bits as on the host.
-    host_images, _, _ = next(d.train_batches(8, 0, 3, slice(0, 8)))
+    host_images, _, _ = next(d.train_batches(8, seed=0, position=3, shard=slice(0, 8)))
     self.assertEqual(host_images.dtype, np.uint8)
     self.assertEqual(images.dtype, np.float32)
     np.testing.assert_array_equal(jax.device_get(images), d.normalise(d.x_train[rows]))
@@ -114,12 +118,66 @@ class OrderTest(absltest.TestCase):
     np.testing.assert_array_equal(jax.device_get(batches[-1][1])[:60], d.y_test[300:])
 
 
+class Counted:
+  """An endless iterator of 0, 1, 2, ... that says how many items were taken from it."""
+
+  def __init__(self, fail_at: int | None = None):
+    self.taken, self.fail_at = 0, fail_at
+
+  def __iter__(self):
+    for i in itertools.count():
+      if i == self.fail_at:
+        raise ValueError(f"item {i} is unreadable")
+      self.taken += 1
+      yield i
+
+
+def _settles(read, *, seconds: float = 5.0):
+  """`read()` once it has stopped changing (polled; at most `seconds`)."""
+  deadline, last = time.monotonic() + seconds, read()
+  while time.monotonic() < deadline:
+    time.sleep(0.2)
+    if (now := read()) == last:
+      return now
+    last = now
+  return last
+
+
+class BackgroundTest(absltest.TestCase):
+
+  def test_yields_every_item_in_order(self):
+    self.assertEqual(list(input_pipeline.in_background(iter(range(50)), depth=2)), list(range(50)))
+
+  def test_runs_a_bounded_number_of_items_ahead(self):
+    source = Counted()
+    items = input_pipeline.in_background(iter(source), depth=3)
+    self.assertEqual(next(items), 0)
+    # 1 taken, 3 waiting in the queue, 1 in the producer's hand waiting for room.
+    self.assertEqual(_settles(lambda: source.taken), 5)
+    self.assertEqual([next(items) for _ in range(4)], [1, 2, 3, 4])
+
+  def test_closing_stops_the_producer(self):
+    source = Counted()
+    items = input_pipeline.in_background(iter(source), depth=2)
+    next(items)
+    items.close()
+    self.assertEqual(_settles(lambda: source.taken), 4)  # 1 + 2 queued + 1 in hand, no more.
+    producers = lambda: sum(t.name == "input_pipeline" for t in threading.enumerate())
+    self.assertEqual(_settles(producers), 0)
+
+  def test_a_producer_error_is_raised_where_its_item_was_due(self):
+    items = input_pipeline.in_background(iter(Counted(fail_at=3)), depth=2)
+    self.assertEqual([next(items) for _ in range(3)], [0, 1, 2])
+    with self.assertRaisesRegex(ValueError, "item 3 is unreadable"):
+      next(items)
+
+
 class NpzTest(parameterized.TestCase):
 
   def test_valid_file_loads_resized(self):
     with tempfile.TemporaryDirectory() as tmp:
       path = write_npz(tmp, **valid_arrays())
-      d = experiment.load_dataset(testing.tiny_config(dataset=f"npz:{path}"))
+      d = experiment.load_dataset(testing.resolved(dataset=f"npz:{path}"))
     self.assertEqual(d.x_train.shape, (20, 64, 64, 3))
     self.assertEqual(d.num_classes, 4)
 
@@ -138,26 +196,27 @@ class NpzTest(parameterized.TestCase):
     with tempfile.TemporaryDirectory() as tmp:
       path = write_npz(tmp, **arrays)
       with self.assertRaisesRegex(UserError, message):
-        experiment.load_dataset(testing.tiny_config(dataset=f"npz:{path}"))
+        experiment.load_dataset(testing.resolved(dataset=f"npz:{path}"))
 
   def test_missing_and_unreadable_files(self):
     with tempfile.TemporaryDirectory() as tmp:
       missing = os.path.join(tmp, "nope.npz")
       with self.assertRaisesRegex(UserError, "does not exist"):
-        experiment.load_dataset(testing.tiny_config(dataset=f"npz:{missing}"))
+        experiment.load_dataset(testing.resolved(dataset=f"npz:{missing}"))
       garbage = os.path.join(tmp, "garbage.npz")
       with open(garbage, "wb") as f:
         f.write(b"not a zip file at all")
       with self.assertRaisesRegex(UserError, "is not a readable .npz file"):
-        experiment.load_dataset(testing.tiny_config(dataset=f"npz:{garbage}"))
+        experiment.load_dataset(testing.resolved(dataset=f"npz:{garbage}"))
 
   def test_unknown_dataset(self):
     with self.assertRaisesRegex(UserError, "unknown dataset 'mnist_foo'"):
-      experiment.load_dataset(testing.tiny_config(dataset="mnist_foo"))
+      experiment.load_dataset(testing.resolved(dataset="mnist_foo"))
 
   def test_synthetic_is_deterministic(self):
     config = testing.tiny_config(dataset="synthetic", synthetic_examples=16)
-    a, b = experiment.load_dataset(config), experiment.load_dataset(config)
+    a, b = (experiment.load_dataset(experiment.resolve(config)),
+            experiment.load_dataset(experiment.resolve(config)))
     np.testing.assert_array_equal(a.x_train, b.x_train)
     self.assertEqual(a.x_train.shape, (16, 64, 64, 3))
 
