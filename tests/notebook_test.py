@@ -4,11 +4,13 @@ import json
 import os
 
 from absl.testing import absltest
+import jax
 import nbclient
 import nbformat
 
 from hybrid_parallel import models, partitioning
 from hybrid_parallel.analysis import costmodel
+from notebooks import runtime
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NOTEBOOK = os.path.join(ROOT, "notebooks", "colab.ipynb")
@@ -41,8 +43,9 @@ class NotebookTest(absltest.TestCase):
 
   def test_trains_the_chosen_scheme_well_above_chance(self):
     final = _printed_json(_outputs(self.notebook, "train"))
-    self.assertEqual((final["config"], final["model"], final["steps"]),
-                     ("hybrid4", "alexnet_tiny", STEPS))
+    # This machine has no accelerator: the default multi-device scheme, narrowed, on CPU devices.
+    self.assertEqual((final["config"], final["model"], final["platform"], final["steps"]),
+                     ("hybrid4", "alexnet_tiny", "cpu", STEPS))
     self.assertLess(final["eval_loss"], 1.5)  # chance on 10 classes: ln 10 ≈ 2.30.
     self.assertGreater(final["eval_top1"], 0.5)
 
@@ -56,10 +59,45 @@ class NotebookTest(absltest.TestCase):
     self.assertEqual(list(shown), ["single", "data2", "data4", "model2", "hybrid4", "owt8"])
     self.assertEqual(shown["single"], {"gradients": 0.0, "activations": 0.0})
     hybrid = costmodel.traffic(models.ARCHITECTURES["alexnet"],
-                               partitioning.make_plan("hybrid", 2, 2), 256, 224, 1000)
+                               partitioning.make_plan("hybrid", 2, 2), global_batch=256,
+                               image_size=224, num_classes=1000)
     self.assertEqual(shown["hybrid4"], {"gradients": hybrid.gradients,
                                         "activations": hybrid.activations})
     self.assertGreater(shown["hybrid4"]["activations"], 0)
+
+
+MESHES = {"single": 1, "hybrid4": 4, "owt8": 8}
+
+
+class RuntimeTest(absltest.TestCase):
+
+  def test_the_default_run_uses_the_accelerator(self):
+    gpu = runtime.choose_run(None, platform="gpu", device_count=1, mesh_devices=MESHES)
+    self.assertEqual((gpu.config, gpu.platform, gpu.narrow), ("single", "gpu", False))
+    self.assertEqual(gpu.overrides, {"dtype": "bfloat16", "image_size": 224})
+    tpu = runtime.choose_run(None, platform="tpu", device_count=8, mesh_devices=MESHES)
+    self.assertEqual((tpu.config, tpu.platform, tpu.narrow), ("hybrid4", "tpu", False))
+
+  def test_a_mesh_the_accelerator_cannot_hold_runs_on_cpu_devices_and_says_so(self):
+    run = runtime.choose_run("owt8", platform="gpu", device_count=1, mesh_devices=MESHES)
+    self.assertEqual((run.config, run.platform, run.narrow), ("owt8", "cpu", True))
+    self.assertEqual(run.note, "owt8 needs 8 devices and this runtime has 1 gpu device(s): it "
+                     "runs on 8 simulated CPU devices, with the narrow _tiny network at 64².")
+
+  def test_setup_installs_only_what_is_missing_and_never_the_runtimes_stack(self):
+    with open(os.path.join(ROOT, "requirements.txt")) as f:
+      requirements = f.read()
+    # A runtime with nothing installed: everything but the runtime's own stack and test tools.
+    everything = runtime.requirements_to_install(requirements, installed=lambda name: False)
+    names = {r.split("==")[0].lower() for r in everything}
+    self.assertContainsSubset({"flax", "optax", "orbax-checkpoint", "ml-collections"}, names)
+    self.assertEmpty(names & {"jax", "jaxlib", "tensorflow-cpu", "ipykernel", "pytest",
+                              "nbclient"})
+    self.assertTrue(all("==" in r for r in everything))  # pinned, as CI installs them.
+    # This environment (requirements.txt installed): nothing.
+    self.assertEqual(runtime.requirements_to_install(requirements), [])
+    command = runtime.pip_command(["flax==0.12.8"])
+    self.assertIn(f"jax=={jax.__version__}", command)  # held where it is.
 
 
 if __name__ == "__main__":
