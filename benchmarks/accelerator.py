@@ -60,7 +60,6 @@ import functools
 import json
 import os
 import platform
-import re
 import shutil
 import subprocess
 import sys
@@ -70,7 +69,7 @@ import traceback
 
 from absl import app, flags
 
-from benchmarks import step_timing, tables, torch_alexnet
+from benchmarks import main_runs, step_timing, tables, torch_alexnet
 
 # JAX would take 75% of the GPU's memory at its first use, leaving the PyTorch worker too little;
 # with this it takes what it uses (and the device's peak figure means something).
@@ -86,6 +85,8 @@ _OUT = flags.DEFINE_string("out", os.path.join(ROOT, "runs", "accelerator"),
                            "Where accelerator.json and accelerator.md go.")
 _SECTIONS = flags.DEFINE_list("sections", list(SECTIONS), "Sections to run, of " +
                               ", ".join(SECTIONS) + ".")
+flags.register_validator("sections", lambda sections: set(sections) <= set(SECTIONS),
+                         message=f"--sections: choose from {', '.join(SECTIONS)}.")
 _BUDGET = flags.DEFINE_float("budget_s", 480.0, "Skip a section that would start later than "
                              "this many seconds after the start.")
 _PREVIOUS = flags.DEFINE_list("previous", [], "Reports (accelerator.json) of earlier runs whose "
@@ -108,7 +109,8 @@ class Sizes:
   steps: int  # timed steps per measurement (the median is reported)
   warmup: int  # untimed steps after the compile
   mock_runs: dict  # name -> (model, parallelism, data, model ways, global batch)
-  trainer_args: tuple[str, ...]
+  trainer_batches: tuple[int, ...]  # main.py against the bare step at each (the issue's goal).
+  trainer_args: tuple[str, ...]  # main.py's other overrides.
 
   @property
   def goal(self) -> tuple[str, str, int]:
@@ -124,8 +126,8 @@ PAPER = Sizes(
                "hybrid8": ("alexnet", "hybrid", 4, 2, 512),
                "owt8": ("alexnet_owt", "owt", 2, 4, 1024),
                "owt1x8": ("alexnet_owt", "owt", 1, 8, 1024)},
-    trainer_args=("--config.mesh.data=1", "--config.mesh.model=1",
-                  "--config.global_batch_size=256", "--config.image_size=224",
+    trainer_batches=(256, 512),
+    trainer_args=("--config.image_size=224",
                   "--config.synthetic_examples=2048", "--config.num_train_steps=300",
                   "--config.log_every_steps=50", "--config.eval_every_steps=300",
                   "--config.checkpoint_every_steps=150"))
@@ -133,8 +135,8 @@ DRY = Sizes(
     image_size=64, classes=10, models=("alexnet_owt_tiny",), dtypes=("bfloat16",),
     batches=(8,), steps=2, warmup=1,
     mock_runs={"hybrid4": ("alexnet_tiny", "hybrid", 2, 2, 16)},
-    trainer_args=("--config.model=alexnet_owt_tiny", "--config.global_batch_size=16",
-                  "--config.image_size=64", "--config.synthetic_examples=64",
+    trainer_batches=(16,),
+    trainer_args=("--config.image_size=64", "--config.synthetic_examples=64",
                   "--config.num_train_steps=4", "--config.log_every_steps=2",
                   "--config.eval_every_steps=4", "--config.checkpoint_every_steps=2"))
 
@@ -423,25 +425,32 @@ def mock_multi_gpu(sizes: Sizes, *, deadline: float) -> list[dict]:
   return rows
 
 
-def trainer(sizes: Sizes, *, timeout_s: float) -> dict:
-  with tempfile.TemporaryDirectory() as workdir:
-    start = time.perf_counter()
-    result = subprocess.run(
-        [sys.executable, "main.py", "--config=configs/owt8.py", "--config.dataset=synthetic",
-         "--config.dtype=bfloat16", *sizes.trainer_args, f"--workdir={workdir}"],
-        cwd=ROOT, capture_output=True, text=True, timeout=timeout_s)
-    seconds = time.perf_counter() - start
-    if result.returncode != 0:
-      raise RuntimeError(f"main.py exited {result.returncode}: {result.stderr[-1500:]}")
-    with open(os.path.join(workdir, "metrics.jsonl")) as f:
-      rows = [json.loads(line) for line in f]
-  train_rows = [r for r in rows if "train_loss" in r]
-  final = [r for r in rows if "eval_loss" in r][-1]
-  return {"steps": train_rows[-1]["step"], "wall_clock_s": round(seconds, 1),
-          "images_per_sec_median": round(_median([r["images_per_sec"] for r in train_rows[1:]]
-                                                 or [train_rows[-1]["images_per_sec"]]), 1),
-          "final_train_loss": round(train_rows[-1]["train_loss"], 4),
-          "eval_loss": round(final["eval_loss"], 4), "args": list(sizes.trainer_args)}
+def trainer(sizes: Sizes, *, timeout_s: float) -> list[dict]:
+  """`python main.py` (benchmarks/main_runs.py, as every benchmark that trains) against the bare
+  step at the same settings, in the same call: the 1×1 `single` scheme with the goal's model in
+  bfloat16 on synthetic data, at each of `sizes.trainer_batches`."""
+  model = sizes.goal[0]
+  deadline = time.perf_counter() + timeout_s
+  rows = []
+  with tempfile.TemporaryDirectory() as workdirs:
+    for batch in sizes.trainer_batches:
+      overrides = (f"--config.model={model}", "--config.dtype=bfloat16",
+                   "--config.dataset=synthetic", f"--config.global_batch_size={batch}",
+                   *sizes.trainer_args)
+      run = main_runs.run_config("single", workdirs, overrides=overrides,
+                                 run_name=f"single_{batch}",
+                                 timeout_s=max(deadline - time.perf_counter(), 30.0))
+      step = measure_step(_config(model, "bfloat16", batch, sizes), sizes)
+      rows.append({"model": model, "dtype": "bfloat16", "batch": batch,
+                   "trainer_images_per_sec": run["train_images_per_sec_median"],
+                   "step_images_per_sec": step["images_per_sec"],
+                   "trainer_vs_step": round(run["train_images_per_sec_median"]
+                                            / step["images_per_sec"], 3),
+                   "steps": run["steps"], "wall_clock_s": run["wall_clock_s"],
+                   "final_train_loss": run["final_train_loss"], "eval_loss": run["eval_loss"],
+                   "overrides": run["overrides"]})
+      print(json.dumps(rows[-1]), flush=True)
+  return rows
 
 
 def notebook(sizes: Sizes, *, timeout_s: float) -> dict:
@@ -509,23 +518,9 @@ def _worker(part: str, *, timeout_s: float, env: dict | None = None) -> tuple[li
   return rows, error
 
 
-def without_machine_paths(value):
-  """`value` (a report) with the paths of the machine it ran on taken out of its tracebacks:
-  files of this repository relative to its root, installed packages from `site-packages/` on
-  (the report goes into docs/)."""
-  if isinstance(value, dict):
-    return {k: without_machine_paths(v) for k, v in value.items()}
-  if isinstance(value, list):
-    return [without_machine_paths(v) for v in value]
-  if isinstance(value, str):
-    return re.sub(r"/[^\s\"']*/site-packages/", "site-packages/",
-                  value.replace(ROOT + os.sep, ""))
-  return value
-
-
 def _write(report: dict) -> None:
   with open(os.path.join(_OUT.value, "accelerator.json"), "w") as f:
-    json.dump(without_machine_paths(report), f, indent=1)
+    json.dump(tables.without_machine_paths(report), f, indent=1)
 
 
 def main(argv):
@@ -537,10 +532,6 @@ def main(argv):
     else:
       _emit(mock_worker(_WORKER.value.split(":", 1)[1], sizes))
     return
-  unknown = set(_SECTIONS.value) - set(SECTIONS)
-  if unknown:
-    raise app.UsageError(f"unknown sections {', '.join(sorted(unknown))}; choose from "
-                         f"{', '.join(SECTIONS)}.")
   os.makedirs(_OUT.value, exist_ok=True)
   report = {"dry_run": _DRY_RUN.value, "sections": {}}
   for path in _PREVIOUS.value:
@@ -567,14 +558,15 @@ def main(argv):
     section_start = time.perf_counter()
     try:
       report["sections"][name] = {"result": run[name]()}
-    except Exception:  # noqa: BLE001 — one broken section must not cost the others' figures.
+    except (Exception, main_runs.RunFailed):  # noqa: BLE001 — one broken section must not cost
+      # the others' figures.
       report["sections"][name] = {"error": traceback.format_exc()[-3000:]}
     report["sections"][name]["seconds"] = round(time.perf_counter() - section_start, 1)
     _write(report)  # after every section: a timeout keeps what was measured.
   report["seconds"] = round(time.perf_counter() - start, 1)
   compare_with_pytorch(report, sizes)
   _write(report)
-  markdown = tables.accelerator_report(without_machine_paths(report))
+  markdown = tables.accelerator_report(tables.without_machine_paths(report))
   with open(os.path.join(_OUT.value, "accelerator.md"), "w") as f:
     f.write(markdown)
   print(markdown)

@@ -17,8 +17,13 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+class RunFailed(SystemExit):
+  """main.py exited non-zero: a benchmark's main ends with its message; a report that gathers
+  several measurements (benchmarks/accelerator.py) records it and goes on."""
+
+
 def run_config(name: str, workdirs: str, *, overrides: tuple[str, ...] = (),
-               run_name: str | None = None) -> dict:
+               run_name: str | None = None, timeout_s: float | None = None) -> dict:
   """Trains configs/NAME.py (with `--config.` overrides) by main.py from scratch in
   workdirs/RUN_NAME; its wall-clock and final metrics."""
   workdir = os.path.join(workdirs, run_name or name)
@@ -27,19 +32,23 @@ def run_config(name: str, workdirs: str, *, overrides: tuple[str, ...] = (),
   result = subprocess.run([sys.executable, os.path.join(ROOT, "main.py"),
                            f"--config={os.path.join(ROOT, 'configs', name + '.py')}",
                            *overrides, f"--workdir={workdir}"],
-                          capture_output=True, text=True, cwd=ROOT)
+                          capture_output=True, text=True, cwd=ROOT, timeout=timeout_s)
   seconds = time.perf_counter() - start
   if result.returncode != 0:
-    raise SystemExit(f"error: {run_name or name} failed:\n{result.stderr[-3000:]}")
+    raise RunFailed(f"error: {run_name or name} failed:\n{result.stderr[-3000:]}")
   rows = metrics_rows(workdir)
   last_eval = [r for r in rows if "eval_top1" in r][-1]
-  rates = [r["images_per_sec"] for r in rows if "images_per_sec" in r][1:]  # skip compile.
+  train_rows = [r for r in rows if "train_loss" in r]
+  rates = [r["images_per_sec"] for r in train_rows][1:]  # the first window holds the compile.
   config = importlib.import_module(f"configs.{name}").get_config()
   return {"config": name, "mesh": f"{config.mesh.data}×{config.mesh.model}",
           "scheme": config.parallelism, "model": config.model,
-          "global_batch": config.global_batch_size, "wall_clock_s": round(seconds, 1),
-          "steps": last_eval["step"], "eval_top1": round(last_eval["eval_top1"], 4),
+          "global_batch": config.global_batch_size, "overrides": list(overrides),
+          "wall_clock_s": round(seconds, 1), "steps": last_eval["step"],
+          "eval_top1": round(last_eval["eval_top1"], 4),
           "eval_top5": round(last_eval["eval_top5"], 4),
+          "eval_loss": round(last_eval["eval_loss"], 4),
+          "final_train_loss": round(train_rows[-1]["train_loss"], 4),
           "train_images_per_sec_median": round(statistics.median(rates), 1) if rates else None}
 
 

@@ -21,8 +21,30 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DOCS = os.path.join(ROOT, "docs")
+
+
+def without_machine_paths(value):
+  """`value` (a report) with the paths of the machine it ran on taken out of its tracebacks:
+  files of this repository relative to its root, installed packages from `site-packages/` on
+  (the report goes into docs/)."""
+  if isinstance(value, dict):
+    return {k: without_machine_paths(v) for k, v in value.items()}
+  if isinstance(value, list):
+    return [without_machine_paths(v) for v in value]
+  if isinstance(value, str):
+    return re.sub(r"/[^\s\"']*/site-packages/", "site-packages/",
+                  value.replace(ROOT + os.sep, ""))
+  return value
+
+
 _BLOCK = re.compile(r"(<!-- table: (?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- end table -->)",
                     re.DOTALL)
+
+
+def _header(*columns: str) -> list[str]:
+  """A Markdown table's header row and separator: the first two of its lines."""
+  cells = (f" {c} " if c else " " for c in columns)  # an empty header cell is "| |".
+  return ["|" + "|".join(cells) + "|", "|---" * len(columns) + "|"]
 
 
 def _mb(x: float) -> str:
@@ -37,8 +59,8 @@ def throughput(rows) -> str:
   """Every config under every backend; time per image relative to `single` on the same backend."""
   single = {r["backend"]: r["step_time_ms"]["median"] / r["global_batch"] for r in rows
             if r["config"] == "single"}
-  lines = ["| config | backend | mesh | batch | images/s | step ms (median, p10–p90) | per image "
-           "vs single | MFU | busiest device MB/step | compile s |", "|---" * 10 + "|"]
+  lines = _header("config", "backend", "mesh", "batch", "images/s", "step ms (median, p10–p90)",
+                  "per image vs single", "MFU", "busiest device MB/step", "compile s")
   for r in rows:
     t = r["step_time_ms"]
     ratio = t["median"] / r["global_batch"] / single[r["backend"]]
@@ -54,9 +76,9 @@ COMM_VOLUME_ALGORITHMS_CONFIG = "data4"  # benchmarks/comm_volume.py --all measu
 
 def comm_volume(rows) -> str:
   """Bytes per device from the compiled HLO beside the analytic minimum (psum rows)."""
-  lines = ["| config | mesh | batch | all-reduce MB (ops) | all-gather | reduce-scatter | "
-           "collective-permute | HLO total MB | analytic minimum MB (gradients + activations) |",
-           "|---|---|---|---|---|---|---|---|---|"]
+  lines = _header("config", "mesh", "batch", "all-reduce MB (ops)", "all-gather", "reduce-scatter",
+                  "collective-permute", "HLO total MB",
+                  "analytic minimum MB (gradients + activations)")
   for r in rows:
     if r["grad_reduce"] != "psum":
       continue
@@ -73,8 +95,8 @@ def comm_volume(rows) -> str:
 
 def comm_volume_algorithms(rows) -> str:
   """data4's gradient all-reduce by each algorithm: mean and busiest device."""
-  lines = ["| `grad_reduce` | HLO collectives | mean MB sent per device | busiest device MB |",
-           "|---|---|---|---|"]
+  lines = _header("`grad_reduce`", "HLO collectives", "mean MB sent per device",
+                  "busiest device MB")
   for r in rows:
     if r["config"] != COMM_VOLUME_ALGORITHMS_CONFIG:
       continue
@@ -89,8 +111,7 @@ def scaling_model(result) -> str:
   algorithms = list(result["speedup_vs_devices"])
   devices = sorted({p["devices"] for points in result["speedup_vs_devices"].values()
                     for p in points})
-  lines = ["| devices | " + " | ".join(a.replace("_", " ") for a in algorithms) + " |",
-           "|---" * (len(algorithms) + 1) + "|"]
+  lines = _header("devices", *(a.replace("_", " ") for a in algorithms))
   for n in devices:
     cells = []
     for algorithm in algorithms:
@@ -102,9 +123,8 @@ def scaling_model(result) -> str:
 
 def scaling_model_yadan(result) -> str:
   """Yadan et al.'s Table 1 through the α-β model."""
-  lines = ["| configuration | mesh | MB per device and step | predicted days | paper days | "
-           "predicted speed-up | paper speed-up | bandwidth the paper's days imply |",
-           "|---|---|---|---|---|---|---|---|"]
+  lines = _header("configuration", "mesh", "MB per device and step", "predicted days", "paper days",
+                  "predicted speed-up", "paper speed-up", "bandwidth the paper's days imply")
   for r in result["yadan_table1"]:
     implied = "—" if r["implied_gb_per_s"] is None else f"{r['implied_gb_per_s']} GB/s"
     lines.append(f"| {r['configuration']} | {r['mesh']} | {r['mb_per_device']} | "
@@ -115,9 +135,8 @@ def scaling_model_yadan(result) -> str:
 
 def scaling_model_owt(result) -> str:
   """Krizhevsky 2014's owt schemes on 8 K20s through the α-β model."""
-  lines = ["| scheme | FC updates per step | batches (conv, FC) | predicted s per step | exposed "
-           "communication s | predicted speed-up | Krizhevsky's speed-up |",
-           "|---|---|---|---|---|---|---|"]
+  lines = _header("scheme", "FC updates per step", "batches (conv, FC)", "predicted s per step",
+                  "exposed communication s", "predicted speed-up", "Krizhevsky's speed-up")
   lines += [f"| ({r['variant']}) | {r['fc_updates_per_step']} | {r['batches (conv, FC)']} | "
             f"{r['step_s']} | {r['exposed_communication_s']} | {r['predicted_speedup']} | "
             f"{r['krizhevsky_speedup']} |" for r in result["owt_variants_k20"]["rows"]]
@@ -126,7 +145,7 @@ def scaling_model_owt(result) -> str:
 
 def local_sgd_convergence(results) -> str:
   """Final test top-1 of every run."""
-  lines = ["| run | final test top-1 |", "|---|---|"]
+  lines = _header("run", "final test top-1")
   lines += [f"| {r['run']} | {_percent(r['eval_top1'][-1])} |" for r in results]
   return "\n".join(lines)
 
@@ -137,7 +156,7 @@ def large_batch_tiny(results) -> str:
   batches = sorted({r["global_batch"] for r in results})
   top1 = {(r["rule"], r["global_batch"]): r["eval_top1"] for r in results}
   steps = {r["global_batch"]: r["steps"] for r in results}
-  lines = ["| global batch | steps | " + " | ".join(rules) + " |", "|---" * (len(rules) + 2) + "|"]
+  lines = _header("global batch", "steps", *rules)
   lines += [f"| {b} | {steps[b]} | " + " | ".join(_percent(top1[r, b]) if (r, b) in top1
                                                    else "—" for r in rules) + " |"
             for b in batches]
@@ -161,8 +180,7 @@ def large_batch(results) -> str:
   cells = _best_sweep_cells(results)
   rows = sorted({(r["model"], r["global_batch"], r["steps"]) for r in sweep},
                 key=lambda x: (list(dict.fromkeys(r["model"] for r in sweep)).index(x[0]), x[1]))
-  lines = ["| model | global batch | steps | " + " | ".join(rules) + " |",
-           "|---" * (len(rules) + 3) + "|"]
+  lines = _header("model", "global batch", "steps", *rules)
   lines += [f"| {model} | {batch} | {steps} | " +
             " | ".join(_top1(cells[model, batch, rule]) if (model, batch, rule) in cells
                        else "—" for rule in rules) + " |" for model, batch, steps in rows]
@@ -194,9 +212,8 @@ def large_batch_summary(results) -> str:
   rules = [rule for rule in _LARGE_BATCH_RULES if any(key[2] == rule for key in cells)]
   reference, large = 32, 8 * 32  # large_batch.REFERENCE_BATCH and 8× it.
   largest = max(batch for _, batch, _ in cells)
-  lines = [f"| model | batch {reference}, none | " +
-           " | ".join(f"{large}, {rule}" for rule in rules) +
-           f" | {largest}, best rule |", "|---" * (len(rules) + 3) + "|"]
+  lines = _header("model", f"batch {reference}, none", *(f"{large}, {rule}" for rule in rules),
+                  f"{largest}, best rule")
   for model in models:
     row = [_top1(cells[model, reference, "none"]) if (model, reference, "none") in cells
            else "—"]
@@ -217,8 +234,8 @@ def large_batch_grid(results) -> str:
       and r["rule"] in ("linear+warmup", "lars"))]
   if not tried:
     return ""
-  lines = ["| model | rule | warmup epochs | LARS η (at batch 32) | LARS trust coefficient | "
-           "peak LR | test top-1 | final training loss |", "|---|---|---|---|---|---|---|---|"]
+  lines = _header("model", "rule", "warmup epochs", "LARS η (at batch 32)",
+                  "LARS trust coefficient", "peak LR", "test top-1", "final training loss")
   for r in tried:
     lars = r["rule"] == "lars"
     lines.append(f"| {r['model']} | {r['rule']} | {r['warmup_epochs']} | "
@@ -232,7 +249,7 @@ def input_pipeline(result) -> str:
   """Images/s of the tfds pipeline alone, beside the training step it feeds."""
   what = {"cifar10": "crop, flip, normalise (decoded once, cached)",
           "imagenet2012": "decode, resize to 256, crop 224, flip, lighting, normalise"}
-  lines = ["| source | per image | images/s (median) |", "|---|---|---|"]
+  lines = _header("source", "per image", "images/s (median)")
   for p in result["pipelines"]:
     lines.append(f"| {p['source']} ({p['image_size']}², batch {p['global_batch']}) | "
                  f"{what.get(p['source'], '')} | {p['images_per_sec_median']:,.0f} |")
@@ -245,8 +262,8 @@ def input_pipeline(result) -> str:
 
 def table1(rows) -> str:
   """Every config trained end to end by main.py."""
-  lines = ["| config | mesh | steps | wall-clock | train images/s (median) | test top-1 | "
-           "test top-5 |", "|---|---|---|---|---|---|---|"]
+  lines = _header("config", "mesh", "steps", "wall-clock", "train images/s (median)", "test top-1",
+                  "test top-5")
   lines += [f"| {r['config']} | {r['mesh']} | {r['steps']} | {r['wall_clock_s']} s | "
             f"{r['train_images_per_sec_median']} | {_percent(r['eval_top1'])} | "
             f"{_percent(r['eval_top5'])} |" for r in rows]
@@ -255,8 +272,8 @@ def table1(rows) -> str:
 
 def owt_variants(results) -> str:
   """benchmarks/owt_variants.py: owt8 under (a) and (b) at equal epochs."""
-  lines = ["| run | overrides of its config | steps (= epochs) | test top-1 | top-5 | "
-           "wall-clock s |", "|---|---|---|---|---|---|"]
+  lines = _header("run", "overrides of its config", "steps (= epochs)", "test top-1", "top-5",
+                  "wall-clock s")
   for r in results:
     overrides = " ".join(o.removeprefix("--config.") for o in r["overrides"]) or "—"
     lines.append(f"| {r['run']} | `{r['config']}` {overrides} | {r['steps']} | "
@@ -267,8 +284,8 @@ def owt_variants(results) -> str:
 
 def pytorch_reference(results) -> str:
   """Our single-device step against PyTorch eager on the same CPU, tuned and untuned."""
-  lines = ["| our step | ours ms (p10–p90) | PyTorch ms (p10–p90) | ours images/s | "
-           "PyTorch images/s | ratio |", "|---|---|---|---|---|---|"]
+  lines = _header("our step", "ours ms (p10–p90)", "PyTorch ms (p10–p90)", "ours images/s",
+                  "PyTorch images/s", "ratio")
   for r in results:
     ours, torch = r["jax_step_ms"], r["torch_step_ms"]
     label = ("tuned (default)" if r["tune_xla_cpu"]
@@ -281,8 +298,7 @@ def pytorch_reference(results) -> str:
 
 def max_pool(rows) -> str:
   """Max-pool forward + backward: reduce_window's gradient against ours."""
-  lines = ["| input (batch, side, side, channels) | reduce_window ms | ours ms | speed-up |",
-           "|---|---|---|---|"]
+  lines = _header("input (batch, side, side, channels)", "reduce_window ms", "ours ms", "speed-up")
   lines += [f"| {tuple(r['input'])} | {r['reduce_window_ms']} | {r['ours_ms']} | "
             f"{r['speedup']} |" for r in rows]
   return "\n".join(lines)
@@ -290,8 +306,7 @@ def max_pool(rows) -> str:
 
 def grouped_conv(result) -> str:
   """benchmarks/grouped_conv.py: one grouped XLA convolution against one conv per column."""
-  lines = ["| what | input | feature_group_count ms | per_group ms | speed-up |",
-           "|---|---|---|---|---|"]
+  lines = _header("what", "input", "feature_group_count ms", "per_group ms", "speed-up")
   lines += [f"| alexnet {r['layer']}, forward + backward | {tuple(r['input'])} | "
             f"{r['feature_group_count_ms']} | {r['per_group_ms']} | {r['speedup']} |"
             for r in result["layers"]]
@@ -304,7 +319,7 @@ def grouped_conv(result) -> str:
 def soak(result) -> str:
   """benchmarks/soak.py: a run killed and restarted again and again against an uninterrupted one."""
   yes = lambda x: "yes" if x is True else ("no" if x is False else x)
-  lines = ["| what | result |", "|---|---|"]
+  lines = _header("what", "result")
   lines += [f"| {what} | {yes(value)} |" for what, value in (
       ("run", f"{result['config']}, {result['steps']} steps, kill moments drawn with seed "
               f"{result['seed']}"),
@@ -327,8 +342,8 @@ def soak(result) -> str:
 def accelerator_single_device(report) -> str:
   """benchmarks/accelerator.py: our train step on one device."""
   rows = report["sections"]["single_device"]["result"]
-  lines = ["| model | dtype | batch | images/s | step ms | compile s | program GiB | process's "
-           "peak GiB so far | MFU |", "|---|---|---|---|---|---|---|---|---|"]
+  lines = _header("model", "dtype", "batch", "images/s", "step ms", "compile s", "program GiB",
+                  "process's peak GiB so far", "MFU")
   for r in rows:
     mfu = "—" if r["mfu"] is None else f"{100 * r['mfu']:.1f}%"
     peak = "—" if r["device_peak_gib"] is None else r["device_peak_gib"]
@@ -340,11 +355,11 @@ def accelerator_single_device(report) -> str:
 def accelerator_pytorch(report) -> str:
   """benchmarks/accelerator.py: PyTorch's variants, and ours ÷ the best of them."""
   result = report["sections"]["pytorch"]["result"]
-  lines = ["| PyTorch variant | batch | images/s | step ms | setup s |", "|---|---|---|---|---|"]
+  lines = _header("PyTorch variant", "batch", "images/s", "step ms", "setup s")
   lines += [f"| {r['variant']} | {r['batch']} | {r['images_per_sec']} | {r['step_ms']} | "
             f"{r['setup_s']} |" for r in result["variants"]]
-  lines += ["", "| batch | our dtype | ours images/s | best PyTorch (variant) | ours ÷ best |",
-            "|---|---|---|---|---|"]
+  lines += ["", *_header("batch", "our dtype", "ours images/s", "best PyTorch (variant)",
+                         "ours ÷ best")]
   lines += [f"| {r['batch']} | {r['dtype']} | {r['ours_images_per_sec']} | "
             f"{r['best_torch_images_per_sec']} ({r['best_torch_variant']}) | {r['ratio']} |"
             for r in result.get("comparison", [])]
@@ -356,7 +371,7 @@ def accelerator_pytorch(report) -> str:
 def accelerator_top_ops(report) -> str:
   """benchmarks/accelerator.py: where the step's device time goes."""
   result = report["sections"]["profile"]["result"]
-  lines = ["| operation | ms per step | share | calls | kernel |", "|---|---|---|---|---|"]
+  lines = _header("operation", "ms per step", "share", "calls", "kernel")
   lines += [f"| `{r['op']}` | {r['ms_per_step']} | {100 * r['share']:.1f}% | {r['calls']} | "
             f"`{r['kernel'][:60]}` |" for r in result["top_ops"]]
   return "\n".join(lines)
@@ -365,7 +380,7 @@ def accelerator_top_ops(report) -> str:
 def accelerator_tuning(report) -> str:
   """benchmarks/accelerator.py: one change at a time against the baseline, same run."""
   rows = report["sections"]["tuning"]["result"]
-  lines = ["| variant | images/s | step ms | compile s | vs baseline |", "|---|---|---|---|---|"]
+  lines = _header("variant", "images/s", "step ms", "compile s", "vs baseline")
   lines += [f"| {r['variant']} | {r['images_per_sec']} | {r['step_ms']} | {r['compile_s']} | "
             f"{r['vs_baseline']} |" for r in rows]
   return "\n".join(lines)
@@ -374,8 +389,8 @@ def accelerator_tuning(report) -> str:
 def accelerator_mock(report) -> str:
   """benchmarks/accelerator.py: 8-GPU programs on one device (mocked collectives)."""
   rows = report["sections"]["mock_multi_gpu"]["result"]
-  lines = ["| config | scheme | mesh | batch | step ms (one device) | MB per device | gradient "
-           "all-reduces overlapping compute |", "|---|---|---|---|---|---|---|"]
+  lines = _header("config", "scheme", "mesh", "batch", "step ms (one device)", "MB per device",
+                  "gradient all-reduces overlapping compute")
   for r in rows:
     if "error" in r:
       # A time limit says so on its first line (then the stacks); an exception on its last.
@@ -406,7 +421,7 @@ def accelerator_environment(report) -> str:
           ("JAX / jaxlib / Python", f"{env['jax']} / {env['jaxlib']} / {env['python']}"),
           ("PyTorch", env.get("torch") or "—")]
   trainer = report["sections"].get("trainer", {}).get("result")
-  if trainer:
+  if isinstance(trainer, dict):  # reports before the trainer was set against the bare step.
     rows.append(("main.py (owt8's settings on 1×1, bfloat16, batch 256, 224²)",
                  f"{trainer['steps']} steps in {trainer['wall_clock_s']} s, median "
                  f"{trainer['images_per_sec_median']} images/s, final train loss "
@@ -416,14 +431,25 @@ def accelerator_environment(report) -> str:
     final = notebook["final"]
     rows.append(("notebooks/colab.ipynb", f"{final['steps']} steps of {final['model']} in "
                  f"{notebook['seconds']} s, eval top-1 {_percent(final['eval_top1'])}"))
-  return "\n".join(["| | |", "|---|---|"] + [f"| {k} | {v} |" for k, v in rows])
+  return "\n".join(_header("", "") + [f"| {k} | {v} |" for k, v in rows])
+
+
+def accelerator_trainer(report) -> str:
+  """benchmarks/accelerator.py: main.py against the bare step at the same settings."""
+  lines = _header("model", "dtype", "batch", "main.py images/s (median)", "bare step images/s",
+                  "main.py ÷ step", "steps", "wall-clock s")
+  lines += [f"| {r['model']} | {r['dtype']} | {r['batch']} | {r['trainer_images_per_sec']} | "
+            f"{r['step_images_per_sec']} | {r['trainer_vs_step']} | {r['steps']} | "
+            f"{r['wall_clock_s']} |" for r in report["sections"]["trainer"]["result"]]
+  return "\n".join(lines)
 
 
 def accelerator_report(report) -> str:
   """The whole report of benchmarks/accelerator.py, section by section."""
   tables_by_section = {"single_device": accelerator_single_device, "pytorch":
                        accelerator_pytorch, "profile": accelerator_top_ops,
-                       "tuning": accelerator_tuning, "mock_multi_gpu": accelerator_mock}
+                       "tuning": accelerator_tuning, "mock_multi_gpu": accelerator_mock,
+                       "trainer": accelerator_trainer}
   out = ["# Accelerator report" + (" (dry run: tiny sizes)" if report["dry_run"] else ""), ""]
   for name, section in report["sections"].items():
     out.append(f"## {name} ({section.get('seconds', 0)} s)")
