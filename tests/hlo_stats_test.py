@@ -94,6 +94,31 @@ ENTRY %main (p: f32[1024], x: f32[256]) -> f32[1024] {
     self.assertEqual([(c.kind, c.bytes, c.compute_ops_in_flight) for c in found],
                      [("all-reduce", 4096, 2), ("all-gather", 2048, 0)])
 
+  def test_tpu_fused_reduce_scatter_counts_as_a_reduce_scatter(self):
+    # Trimmed from owt8's step compiled for TPU v2 (libtpu 0.0.42.1, benchmarks' compile-only
+    # topology): the FC input's gradient, reduce-scattered over a 4-way group, written as a fusion
+    # whose computation all-reduces the input padded from 512 to 576 rows and slices this core's
+    # 144. It sends what a reduce-scatter of 576 rows sends: (p−1) × 144 rows, not an
+    # all-reduce's 2(p−1)/p × 576.
+    hlo = """HloModule m
+
+%all-reduce-scatter (input: f32[512,9216]) -> f32[144,9216] {
+  %input = f32[512,9216]{1,0:T(8,128)} parameter(0)
+  %pad.82 = f32[576,9216]{1,0:T(8,128)} pad(%input, %constant.460), padding=0_64x0_0
+  %all-reduce.36 = f32[576,9216]{1,0:T(8,128)} all-reduce(%pad.82), channel_id=3, replica_groups={{0,1,2,3},{4,5,6,7}}, use_global_device_ids=true, to_apply=%region_4.7.clone
+  ROOT %dynamic-slice.9 = f32[144,9216]{1,0:T(8,128)} dynamic-slice(%all-reduce.36, %multiply.11, %constant.462), dynamic_slice_sizes={144,9216}
+}
+
+ENTRY %main (p: f32[512,9216]) -> f32[144,9216] {
+  %p = f32[512,9216]{1,0:T(8,128)} parameter(0)
+  ROOT %fusion = f32[144,9216]{1,0:T(8,128)} fusion(%p), kind=kCustom, calls=%all-reduce-scatter
+}
+"""
+    stats = hlo_stats.collective_stats(hlo, 8)
+    self.assertEqual(stats["all-reduce"].ops, 0)
+    self.assertEqual(stats["reduce-scatter"].ops, 1)
+    self.assertEqual(stats["reduce-scatter"].bytes_per_device, 3 * 144 * 9216 * 4)
+
   def test_xla_cpu_runs_collectives_synchronously(self):
     hlo = compiled_hlo(lambda x: jax.lax.psum(x, "model"))
     self.assertEqual(hlo_stats.collective_stats(hlo, 8)["all-reduce"].ops, 1)

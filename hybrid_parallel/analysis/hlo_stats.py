@@ -17,6 +17,10 @@ or a tree's inner nodes are limited by (a permute counts only for its source dev
 instruction inside a conditional branch is counted as if it ran. This is the traffic the program
 asks for; what the runtime moves can differ (XLA:CPU runs an all-reduce as it likes, NCCL picks
 ring or tree).
+
+TPU programs write some reduce-scatters as a fusion whose computation (named `all-reduce-scatter`)
+holds an all-reduce of the whole (padded) input followed by the slice of this core: that
+all-reduce is counted as the reduce-scatter it is, its result being the input ÷ p.
 """
 
 import dataclasses
@@ -30,6 +34,9 @@ _INSTRUCTION = re.compile(
     r"(?P<kind>all-reduce|all-gather|reduce-scatter|collective-permute|all-to-all)"
     r"(?P<start>-start)?\(")
 _ARRAY = re.compile(r"(?P<dtype>[a-z]+\d*)\[(?P<dims>[\d,]*)\]")
+# The header of a computation: `[ENTRY] %name (params...) -> shape {`.
+_COMPUTATION = re.compile(r"^(?:ENTRY\s+)?%?(?P<name>[\w.\-]+)\s*\(.*\)\s*->.*\{\s*$")
+_FUSED_REDUCE_SCATTER = "all-reduce-scatter"  # TPU's fused reduce-scatter (module docstring).
 
 
 @dataclasses.dataclass
@@ -74,7 +81,12 @@ def _scan(hlo_text: str, num_devices: int):
   """(per-kind stats, per-kind list of the bytes each device sends)."""
   stats = {kind: KindStats() for kind in KINDS}
   sent = {kind: [0.0] * num_devices for kind in KINDS}
+  computation = ""
   for line in hlo_text.splitlines():
+    header = _COMPUTATION.match(line)
+    if header:
+      computation = header.group("name")
+      continue
     m = _INSTRUCTION.match(line)
     if not m:
       continue
@@ -85,6 +97,9 @@ def _scan(hlo_text: str, num_devices: int):
       parts = re.findall(r"[a-z]+\d*\[[\d,]*\]", shape)
       shape = " ".join(parts[len(parts) // 2:])
     n = shape_bytes(shape)
+    if kind == "all-reduce" and computation.startswith(_FUSED_REDUCE_SCATTER):
+      kind = "reduce-scatter"
+      n /= _group_size(line, num_devices)
     s = stats[kind]
     s.ops += 1
     s.payload_bytes += n
