@@ -56,7 +56,6 @@ ipykernel for the notebook) needs them first: `pip download` their wheels elsewh
 
 import dataclasses
 import faulthandler
-import functools
 import json
 import os
 import platform
@@ -157,41 +156,15 @@ def _config(model: str, dtype: str, batch: int, sizes: Sizes, **overrides):
   return config
 
 
-@functools.cache
-def _cpu_flops() -> float:
-  return step_timing.cpu_gemm_flops()
-
-
 def _median(times) -> float:
   import numpy as np
   return float(np.median(times))
 
 
 def measure_step(config, sizes: Sizes, *, compiler_options=None) -> dict:
-  """Compiles and times one config's train step on synthetic data."""
-  from hybrid_parallel import models
-  from hybrid_parallel.analysis import costmodel
-  step, compile_s, compiled, plan, devices = step_timing.compile_step(
-      config, sizes.classes, compiler_options=compiler_options)
-  step_timing.time_steps(step, sizes.warmup)
-  seconds = _median(step_timing.time_steps(step, sizes.steps))
-  batch = config.global_batch_size
-  flops = costmodel.training_flops_per_image(models.ARCHITECTURES[config.model],
-                                             config.image_size, sizes.classes)
-  peak, peak_source = step_timing.peak(devices, config.dtype,
-                                       _cpu_flops() if devices[0].platform == "cpu" else None)
-  memory = compiled.memory_analysis()
-  stats = devices[0].memory_stats() or {}
-  return {"model": config.model, "dtype": config.dtype, "batch": batch,
-          "images_per_sec": round(batch / seconds, 1), "step_ms": round(1e3 * seconds, 2),
-          "compile_s": round(compile_s, 1),
-          "program_gib": round((memory.temp_size_in_bytes + memory.argument_size_in_bytes +
-                                memory.output_size_in_bytes - memory.alias_size_in_bytes)
-                               / 2**30, 3) if memory else None,
-          "device_peak_gib": (round(stats["peak_bytes_in_use"] / 2**30, 3)
-                              if "peak_bytes_in_use" in stats else None),
-          "mfu": round(flops * batch / seconds / peak, 4) if peak else None,
-          "peak_flops": peak, "peak_source": peak_source, "flops_per_image": flops}
+  """step_timing.measure at this run's sizes."""
+  return step_timing.measure(config, num_classes=sizes.classes, steps=sizes.steps,
+                             warmup=sizes.warmup, compiler_options=compiler_options)
 
 
 def environment() -> dict:
@@ -236,15 +209,9 @@ def pytorch_worker(sizes: Sizes) -> list[dict]:
   torch.backends.cuda.matmul.allow_tf32 = True
   torch.backends.cudnn.allow_tf32 = True
   torch.backends.cudnn.benchmark = True
-  variants = {"eager float32": {}, "eager float32 channels_last": dict(channels_last=True),
-              "eager bfloat16 autocast channels_last": dict(bfloat16=True, channels_last=True),
-              "compiled float32 channels_last": dict(channels_last=True, compiled=True),
-              "compiled bfloat16 autocast channels_last": dict(bfloat16=True,
-                                                               channels_last=True,
-                                                               compiled=True)}
   rows = []
   for batch in sizes.batches:
-    for name, options in variants.items():
+    for name, options in torch_alexnet.GPU_VARIANTS.items():
       start = time.perf_counter()
       step = torch_alexnet.make_step(batch, sizes.image_size, sizes.classes, device=device,
                                      **options)

@@ -35,16 +35,6 @@ LAYERS = (("conv2", 27, 96, 256, 5, 2), ("conv4", 13, 384, 384, 3, 1),
 GROUPS = 2
 
 
-def _median_ms(run, repeats: int) -> float:
-  import numpy as np
-  times = []
-  for _ in range(repeats):
-    start = time.perf_counter()
-    run()
-    times.append(time.perf_counter() - start)
-  return round(1e3 * float(np.median(times)), 1)
-
-
 def layer_rows(options) -> list[dict]:
   import jax
   import jax.numpy as jnp
@@ -71,8 +61,8 @@ def layer_rows(options) -> list[dict]:
       gradient = jax.jit(jax.grad(lambda x, w, conv=conv: jnp.sum(conv(x, w, padding) ** 2),
                                   argnums=(0, 1)), compiler_options=options)
       grads[implementation] = jax.tree.map(np.asarray, gradient(x, w))
-      row[f"{implementation}_ms"] = _median_ms(
-          lambda: jax.block_until_ready(gradient(x, w)), _REPEATS.value)
+      row[f"{implementation}_ms"] = round(step_timing.median_ms(
+          lambda: jax.block_until_ready(gradient(x, w)), _REPEATS.value), 1)
     for a, b in zip(grads["per_group"], grads["feature_group_count"]):
       np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4 * float(np.abs(b).max()))
     row["speedup"] = round(row["feature_group_count_ms"] / row["per_group_ms"], 1)
@@ -89,9 +79,9 @@ def step_rows() -> list[dict]:
     for implementation in ("feature_group_count", "per_group"):
       config = default.for_scheme("single", 1, 1, global_batch_size=batch)
       config.update(model=model, image_size=image_size, grouped_conv=implementation)
-      step, *_ = step_timing.compile_step(config, 10 if model.endswith("_tiny") else 1000)
-      step()  # the first call after the compile.
-      row[f"{implementation}_step_ms"] = _median_ms(step, _STEPS.value)
+      row[f"{implementation}_step_ms"] = step_timing.measure(
+          config, num_classes=10 if model.endswith("_tiny") else 1000, steps=_STEPS.value,
+          warmup=1)["step_ms"]
     row["speedup"] = round(row["feature_group_count_step_ms"] / row["per_group_step_ms"], 2)
     rows.append(row)
     print(json.dumps(row), flush=True)

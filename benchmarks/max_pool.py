@@ -12,11 +12,10 @@ their ratio (the two gradients are checked equal first), and writes them as a li
 
 import json
 import os
-import time
 
 from absl import app, flags
 
-from benchmarks import tables
+from benchmarks import step_timing, tables
 
 _BATCH = flags.DEFINE_integer("batch", 32, "Images per batch.")
 _REPEATS = flags.DEFINE_integer("repeats", 10, "Timed calls per variant.")
@@ -46,17 +45,13 @@ def main(argv):
       grad = jax.jit(jax.grad(lambda x, pool=pool: jnp.sum(pool(jax.nn.relu(x)))),
                      compiler_options=options)
       grads[name] = np.asarray(grad(x))
-      times = []
-      for _ in range(_REPEATS.value):
-        start = time.perf_counter()
-        grad(x).block_until_ready()
-        times.append(time.perf_counter() - start)
-      medians[name] = float(np.median(times))
+      medians[name] = step_timing.median_ms(lambda: grad(x).block_until_ready(),
+                                            _REPEATS.value)
     np.testing.assert_array_equal(grads["ours"], grads["reduce_window"])
     rows.append({"input": [_BATCH.value, side, side, channels],
                  "platform": jax.default_backend(),
-                 "reduce_window_ms": round(1e3 * medians["reduce_window"], 1),
-                 "ours_ms": round(1e3 * medians["ours"], 1),
+                 "reduce_window_ms": round(medians["reduce_window"], 1),
+                 "ours_ms": round(medians["ours"], 1),
                  "speedup": round(medians["reduce_window"] / medians["ours"], 1)})
     print(json.dumps(rows[-1]), flush=True)
   tables.publish(rows, _OUT.value)

@@ -3,6 +3,7 @@
 Shared by the benchmarks that time steps (no flags here, so any of them can import it).
 """
 
+import functools
 import time
 
 # Stated dense peaks (FLOP/s) by device kind and compute dtype (NVIDIA's H100 SXM datasheet; the
@@ -28,6 +29,12 @@ def cpu_gemm_flops(n: int = 2048, repeats: int = 10) -> float:
     matmul(a).block_until_ready()
     times.append(time.perf_counter() - start)
   return 2 * n**3 / min(times)
+
+
+@functools.cache
+def this_cpu_flops() -> float:
+  """cpu_gemm_flops, measured once per process."""
+  return cpu_gemm_flops()
 
 
 def peak(devices, dtype: str, cpu_flops: float | None) -> tuple[float | None, str]:
@@ -92,3 +99,42 @@ def time_steps(step, steps: int) -> list[float]:
     step()
     times.append(time.perf_counter() - start)
   return times
+
+
+def median_ms(run, repeats: int) -> float:
+  """Median milliseconds of `repeats` calls of `run` (which waits for its result), after one
+  untimed call (the compile)."""
+  import numpy as np
+  run()
+  return 1e3 * float(np.median(time_steps(run, repeats)))
+
+
+def measure(config, *, num_classes: int, steps: int, warmup: int,
+            compiler_options: dict | None = None) -> dict:
+  """The harness every step-timing benchmark shares: compiles the config's train step on
+  synthetic data, times `steps` calls after `warmup`, and reports images/s of the median step,
+  compile seconds, the program's memory (XLA's analysis), the device's peak so far and MFU."""
+  from hybrid_parallel import models
+  from hybrid_parallel.analysis import costmodel
+  import numpy as np
+  step, compile_s, compiled, _, devices = compile_step(config, num_classes,
+                                                       compiler_options=compiler_options)
+  time_steps(step, warmup)
+  seconds = float(np.median(time_steps(step, steps)))
+  batch = config.global_batch_size
+  flops = costmodel.training_flops_per_image(models.ARCHITECTURES[config.model],
+                                             config.image_size, num_classes)
+  peak_flops, peak_source = peak(devices, config.dtype,
+                                 this_cpu_flops() if devices[0].platform == "cpu" else None)
+  memory = compiled.memory_analysis()
+  stats = devices[0].memory_stats() or {}
+  return {"model": config.model, "dtype": config.dtype, "batch": batch,
+          "images_per_sec": round(batch / seconds, 1), "step_ms": round(1e3 * seconds, 2),
+          "compile_s": round(compile_s, 1),
+          "program_gib": round((memory.temp_size_in_bytes + memory.argument_size_in_bytes +
+                                memory.output_size_in_bytes - memory.alias_size_in_bytes)
+                               / 2**30, 3) if memory else None,
+          "device_peak_gib": (round(stats["peak_bytes_in_use"] / 2**30, 3)
+                              if "peak_bytes_in_use" in stats else None),
+          "mfu": round(flops * batch / seconds / peak_flops, 4) if peak_flops else None,
+          "peak_flops": peak_flops, "peak_source": peak_source, "flops_per_image": flops}
