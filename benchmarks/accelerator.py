@@ -43,11 +43,13 @@ TF32 on these GPUs).
 
 The mocked topology (`jax_mock_gpu_topology = "1x8x1"`: 8 hosts of one GPU, of which this
 process is host 0, since a process can mock only as many GPUs per host as it has): the program is
-compiled for 8 devices and this GPU runs device 0's share of the compute; every collective is
-replaced by a sleep that NCCL's cost model predicts for 8 single-GPU hosts (network links, not
-NVLink). So the step time is one device's compute plus modelled communication, where the
-schedule does not hide it — timings, not numerics; nothing is exchanged and the results are
-garbage. On a CPU (--dry_run) the same programs run on simulated CPU devices instead.
+compiled for 8 devices and this GPU runs device 0's share of the compute. Current XLA skips a
+mocked collective at run time (no modelled sleep; openxla/xla PR #40443), so the measured step is
+one device's compute alone; the predicted 8-GPU step adds the bytes the HLO sends per device
+that the schedule does not overlap with compute, over NVLink and over a 400 Gb/s NIC (LINKS).
+Sharded autotuning is turned off in the workers (it waits for the other processes). Timings,
+not numerics: nothing is exchanged and the results are garbage. On a CPU (--dry_run) the same
+programs run on simulated CPU devices instead.
 
 A machine without this project's dependencies (ml_collections, tensorboardX; nbclient and
 ipykernel for the notebook) needs them first: `pip download` their wheels elsewhere and
@@ -335,6 +337,11 @@ def tuning(sizes: Sizes) -> list[dict]:
   return rows
 
 
+# Bytes per second one GPU sends, for the predicted 8-GPU step: NVLink 4 (H100/H200 SXM: 900 GB/s
+# both directions, 450 each way; NCCL's measured ring bandwidth is lower, so this is a floor on
+# the time) and one 400 Gb/s NIC per GPU (hosts of one GPU each).
+LINKS = {"nvlink": 450e9, "nic": 400e9 / 8}
+
 # One mocked program compiles and runs in well under this; more is a hang (seen: data 8×1 on
 # JAX 0.11.2 ran out its 291 s).
 MOCK_WORKER_TIMEOUT_S = 120.0
@@ -359,19 +366,26 @@ def mock_worker(name: str, sizes: Sizes) -> dict:
   step_timing.time_steps(step, sizes.warmup)
   seconds = _median(step_timing.time_steps(step, sizes.steps))
   hlo = compiled.as_text()
-  pending = hlo_stats.async_collectives(hlo)
-  all_reduces = [c for c in pending if c.kind == "all-reduce"]
-  return {"name": name, "model": model, "scheme": scheme, "mesh": [data, model_ways],
-          "global_batch": batch, "devices": len(devices), "platform": devices[0].platform,
-          "process_count": jax.process_count(), "step_ms": round(1e3 * seconds, 2),
-          "compile_s": round(compile_s, 1),
-          "bytes_per_device": sum(s.bytes_per_device for s in
-                                  hlo_stats.collective_stats(hlo, len(devices)).values()),
+  stats = hlo_stats.collective_stats(hlo, len(devices))
+  sent = sum(s.bytes_per_device for s in stats.values())
+  all_reduces = [c for c in hlo_stats.async_collectives(hlo) if c.kind == "all-reduce"]
+  overlapped = sum(c.bytes for c in all_reduces if c.compute_ops_in_flight > 0)
+  # The all-reduce traffic the schedule hides behind compute, as a share of all of it; the rest
+  # of what is sent is exposed (the mock skips collectives: its step is compute alone).
+  hidden = (stats["all-reduce"].bytes_per_device * overlapped / sum(c.bytes for c in all_reduces)
+            if all_reduces else 0.0)
+  step_ms = 1e3 * seconds
+  return {"name": name, "config": name, "model": model, "scheme": scheme,
+          "mesh": [data, model_ways], "global_batch": batch, "devices": len(devices),
+          "platform": devices[0].platform, "process_count": jax.process_count(),
+          "step_ms": round(step_ms, 2), "compile_s": round(compile_s, 1),
+          "bytes_per_device": sent, "exposed_bytes_per_device": round(sent - hidden),
+          "predicted_step_ms": round(step_ms + 1e3 * (sent - hidden) / LINKS["nvlink"], 2),
+          "predicted_step_ms_over_nic": round(step_ms + 1e3 * (sent - hidden) / LINKS["nic"], 2),
           "async_all_reduces": len(all_reduces),
           "all_reduces_with_compute_in_flight": sum(c.compute_ops_in_flight > 0
                                                     for c in all_reduces),
-          "all_reduce_bytes_with_compute_in_flight": sum(c.bytes for c in all_reduces
-                                                         if c.compute_ops_in_flight > 0),
+          "all_reduce_bytes_with_compute_in_flight": overlapped,
           "all_reduce_bytes": sum(c.bytes for c in all_reduces)}
 
 
@@ -379,8 +393,12 @@ def mock_multi_gpu(sizes: Sizes, *, deadline: float) -> list[dict]:
   rows = []
   for name, (_, _, data, model_ways, _) in sizes.mock_runs.items():
     devices = data * model_ways
+    # Sharded autotuning waits for the other 7 processes, which do not exist (openxla/xla#28959:
+    # the compile hang seen on the H200), unless it is off before the backend starts.
     env = ({"JAX_NUM_CPU_DEVICES": str(devices)} if _DRY_RUN.value else
-           {"JAX_MOCK_GPU_TOPOLOGY": f"1x{devices}x1"})
+           {"JAX_MOCK_GPU_TOPOLOGY": f"1x{devices}x1",
+            "XLA_FLAGS": (os.environ.get("XLA_FLAGS", "") +
+                          " --xla_gpu_shard_autotuning=false").strip()})
     remaining = min(deadline - time.perf_counter(), MOCK_WORKER_TIMEOUT_S)
     if remaining < 30:
       rows.append({"name": name, "error": "skipped: the time budget was spent"})

@@ -390,21 +390,24 @@ def accelerator_mock(report) -> str:
   """benchmarks/accelerator.py: 8-GPU programs on one device (mocked collectives)."""
   rows = report["sections"]["mock_multi_gpu"]["result"]
   lines = _header("config", "scheme", "mesh", "batch", "step ms (one device)", "MB per device",
-                  "gradient all-reduces overlapping compute")
+                  "gradient all-reduces overlapping compute",
+                  "predicted 8-GPU step ms (NVLink / 400 Gb/s NIC)")
   for r in rows:
     if "error" in r:
       # A time limit says so on its first line (then the stacks); an exception on its last.
       error = r["error"].splitlines()
       why = error[0].split(";")[0] if "time limit" in error[0] else error[-1]
-      lines.append(f"| {r['name']} | error: {why[:110]} | | | | | |")
+      lines.append(f"| {r['name']} | error: {why[:110]} |" + " |" * 6)
       continue
+    predicted = (f"{r['predicted_step_ms']} / {r['predicted_step_ms_over_nic']}"
+                 if "predicted_step_ms" in r else "—")
     overlap = (f"{r['all_reduces_with_compute_in_flight']} of {r['async_all_reduces']} async "
                f"({_mb(r['all_reduce_bytes_with_compute_in_flight'])} of "
                f"{_mb(r['all_reduce_bytes'])} MB)" if r["async_all_reduces"]
                else "none async (synchronous collectives)")
     lines.append(f"| {r['name']} | {r['scheme']} | {r['mesh'][0]}×{r['mesh'][1]} | "
                  f"{r['global_batch']} | {r['step_ms']} | {_mb(r['bytes_per_device'])} | "
-                 f"{overlap} |")
+                 f"{overlap} | {predicted} |")
   return "\n".join(lines)
 
 
