@@ -18,20 +18,16 @@ import json
 import os
 
 from absl import app, flags
-from ml_collections import config_flags
 
-from benchmarks import tables
+from benchmarks import config_or_all, tables
 
-_CONFIG = config_flags.DEFINE_config_file("config", None, "Experiment config file.")
-_ALL = flags.DEFINE_bool("all", False, "Every Table-1 config and owt8, and data4 with every "
-                         "grad_reduce; writes comm_volume.json.")
+_CONFIG, _ALL = config_or_all.define_flags(
+    all_help="Every Table-1 config and owt8, and data4 with every grad_reduce; writes "
+    "comm_volume.json.")
 _PAPER = flags.DEFINE_bool("paper_sizes", False, "224² inputs and 1000 classes.")
 _CLASSES = flags.DEFINE_integer("num_classes", 10, "Classifier width (without --paper_sizes).")
 _OUT = flags.DEFINE_string("out", tables.DOCS, "Where --all writes comm_volume.json.")
-flags.register_multi_flags_validator(
-    ["config", "all"], lambda given: (given["config"] is None) == given["all"],
-    message="give either --config=... (one config) or --all.")
-TABLE1 = ("single", "data2", "data4", "model2", "hybrid4", "owt8")
+TABLE1 = config_or_all.TABLE1
 
 
 def measure(config, *, paper_sizes: bool, num_classes: int) -> dict:

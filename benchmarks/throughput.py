@@ -31,18 +31,14 @@ import os
 from absl import app, flags
 from ml_collections import config_flags
 
-from benchmarks import step_timing, tables
+from benchmarks import config_or_all, step_timing, tables
 
-_CONFIG = config_flags.DEFINE_config_file("config", None, "Experiment config file.")
-_ALL = flags.DEFINE_bool("all", False, "Table-1 configs and owt8 under every backend.")
+_CONFIG, _ALL = config_or_all.define_flags(all_help="Table-1 configs and owt8 under every backend.")
 _STEPS = flags.DEFINE_integer("steps", 10, "Timed steps.")
 _WARMUP = flags.DEFINE_integer("warmup", 2, "Untimed steps after the compile.")
 _CLASSES = flags.DEFINE_integer("num_classes", 10, "Classifier width.")
 _OUT = flags.DEFINE_string("out", tables.DOCS, "Where --all writes throughput.{json,png}.")
-flags.register_multi_flags_validator(
-    ["config", "all"], lambda given: (given["config"] is None) == given["all"],
-    message="give either --config=... (one config) or --all.")
-TABLE1 = ("single", "data2", "data4", "model2", "hybrid4", "owt8")
+TABLE1 = config_or_all.TABLE1
 
 
 def measure(config, cpu_flops: float | None) -> dict:
