@@ -159,13 +159,13 @@ class AlexNet(nn.Module):
   grouped_conv: str = "feature_group_count"
 
   @nn.compact
-  def __call__(self, x: jax.Array, *, example_ids_B: jax.Array,
+  def __call__(self, inputs: jax.Array, *, example_ids_B: jax.Array,
                dropout_key: jax.Array | None = None, stage: str = "all") -> jax.Array:
     """Returns the logits of this device's examples (model-invariant), or one stage's output.
 
     Args:
-      x: this device's images (NHWC) — or, for `stage = "classifier"`, rows of flattened conv
-        features (as `stage = "features"` returns them).
+      inputs: this device's images `[B, H, W, C]` — or, for `stage = "classifier"`, rows of
+        flattened conv features `[B, F]` (as `stage = "features"` returns them).
       example_ids_B: the global batch position of each image (or feature row); it seeds the
         dropout masks.
       dropout_key: the step's dropout key; None evaluates (no dropout, batch norm with its
@@ -177,48 +177,49 @@ class AlexNet(nn.Module):
     """
     m_conv, m_fc = self.layout.conv_shards, self.layout.fc_shards
     ids = example_ids_B
+    x_BF = inputs
     if stage != "classifier":
       local_columns = max(1, self.arch.columns // m_conv)
-      x = x.astype(self.dtype)
+      x_BHWC = inputs.astype(self.dtype)
       for i, c in enumerate(self.arch.convs):
         if i > 0 and not c.within_column and m_conv > 1:
           # This layer sees every channel of the previous one: exchange activations (Yadan et
           # al.).
-          x = layers.gather_over_model(x, axis=-1)
-        x = layers.ShardedConv(c.features, c.kernel, c.stride, c.padding, shards=m_conv,
-                               groups=local_columns if c.within_column else 1,
-                               use_bias=not self.arch.batch_norm, dtype=self.dtype,
-                               implementation=self.stem_conv if i == 0 else "direct",
-                               grouped=self.grouped_conv, name=c.name)(x)
+          x_BHWC = layers.gather_over_model(x_BHWC, axis=-1)
+        x_BHWC = layers.ShardedConv(c.features, c.kernel, c.stride, c.padding, shards=m_conv,
+                                    groups=local_columns if c.within_column else 1,
+                                    use_bias=not self.arch.batch_norm, dtype=self.dtype,
+                                    implementation=self.stem_conv if i == 0 else "direct",
+                                    grouped=self.grouped_conv, name=c.name)(x_BHWC)
         if self.arch.batch_norm:
-          x = layers.BatchNorm(self.layout.conv_batch_axes, self.sync_batch_norm,
-                               name=f"{c.name}_bn")(x, train=dropout_key is not None)
-        x = nn.relu(x)
+          x_BHWC = layers.BatchNorm(self.layout.conv_batch_axes, self.sync_batch_norm,
+                                    name=f"{c.name}_bn")(x_BHWC, train=dropout_key is not None)
+        x_BHWC = nn.relu(x_BHWC)
         if c.lrn:
-          x = layers.local_response_norm(x, local_columns)
+          x_BHWC = layers.local_response_norm(x_BHWC, local_columns)
         if c.pool:
-          x = layers.max_pool(x, self.max_pool)
+          x_BHWC = layers.max_pool(x_BHWC, self.max_pool)
       if m_conv > 1:
-        x = layers.gather_over_model(x, axis=-1)
-      x = x.reshape(x.shape[0], -1)
+        x_BHWC = layers.gather_over_model(x_BHWC, axis=-1)
+      x_BF = x_BHWC.reshape(x_BHWC.shape[0], -1)
       if stage == "features":
-        return x
+        return x_BF
       if self.layout.conv_batch_over_model:
         # One weird trick: data parallel below, model parallel above; every model device now
         # takes the whole batch of its data shard (Krizhevsky 2014, scheme (a)).
-        x = layers.gather_over_model(x, axis=0)
+        x_BF = layers.gather_over_model(x_BF, axis=0)
         ids = layers.replicate_over_model(ids, axis=0)
 
     *hidden_names, classifier_name = self.arch.fc_names()
     for layer_index, (name, width) in enumerate(zip(hidden_names, self.arch.hidden)):
       if layer_index > 0 and m_fc > 1:
-        x = layers.gather_over_model(x, axis=-1)
+        x_BF = layers.gather_over_model(x_BF, axis=-1)
       if dropout_key is not None:
-        x = layers.example_dropout(x, self.dropout_rate,
-                                   key=jax.random.fold_in(dropout_key, layer_index),
-                                   example_ids_B=ids)
-      x = nn.relu(layers.ColumnDense(width, shards=m_fc, dtype=self.dtype, name=name)(x))
-    logits = layers.RowDense(self.num_classes, shards=m_fc, name=classifier_name)(x)
+        x_BF = layers.example_dropout(x_BF, self.dropout_rate,
+                                      key=jax.random.fold_in(dropout_key, layer_index),
+                                      example_ids_B=ids)
+      x_BF = nn.relu(layers.ColumnDense(width, shards=m_fc, dtype=self.dtype, name=name)(x_BF))
+    logits = layers.RowDense(self.num_classes, shards=m_fc, name=classifier_name)(x_BF)
     return logits.astype(layers.at_least_float32(self.dtype))
 
 
