@@ -447,6 +447,24 @@ def accelerator_trainer(report) -> str:
   return "\n".join(lines)
 
 
+def tpu_compile(rows) -> str:
+  """benchmarks/tpu_compile.py: each config compiled for each TPU topology (nothing measured)."""
+  lines = _header("topology", "config", "dtype", "mesh", "compiled", "HBM GiB per device (fits)",
+                  "collective MB per device", "analytic minimum MB", "estimated step ms (from)",
+                  "estimated images/s")
+  for r in rows:
+    if not r["compiled"]:
+      lines.append(f"| {r['topology']} | {r['config']} | {r['dtype']} | | no: {r['reason']} |"
+                   + " |" * 5)
+      continue
+    lines.append(f"| {r['topology']} | {r['config']} | {r['dtype']} | "
+                 f"{r['mesh'][0]}×{r['mesh'][1]} | yes | {r['hbm_gib']} "
+                 f"({'yes' if r['hbm_fits'] else 'no'}) | {r['collective_mb']} | "
+                 f"{r['analytic_mb']} | {r['estimated_step_ms']} ({r['estimate']}) | "
+                 f"{r['estimated_images_per_sec']:,} |")
+  return "\n".join(lines)
+
+
 def accelerator_report(report) -> str:
   """The whole report of benchmarks/accelerator.py, section by section."""
   tables_by_section = {"single_device": accelerator_single_device, "pytorch":
@@ -471,6 +489,7 @@ def accelerator_report(report) -> str:
 
 # Table name → (its function, the JSON files in docs/ it reads; several are passed as a list).
 SOURCES = {
+    "tpu_compile": (tpu_compile, "tpu.json"),
     "throughput": (throughput, "throughput.json"),
     "comm_volume": (comm_volume, "comm_volume.json"),
     "comm_volume_algorithms": (comm_volume_algorithms, "comm_volume.json"),

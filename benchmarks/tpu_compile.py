@@ -1,0 +1,125 @@
+r"""Every scheme compiled for TPU topologies on this machine (no TPU needed), as JSON rows.
+
+  pip install -r requirements-tpu.txt      # libtpu: compiles for TPUs without one
+  python -m benchmarks.tpu_compile [--topologies=v2:2x2,v5e:2x4] [--configs=hybrid4,owt8]
+                                   [--dtypes=bfloat16,float32] [--out=docs]
+
+For each topology (jax.experimental.topologies: compile-only devices, as MaxText's
+train_compile.py uses them), config and compute dtype, builds the config's real train step
+(experiment.build on the topology's devices, abstract state, as train.py builds it) at the papers'
+sizes (224², 1000 classes, the config's global batch), compiles it for TPU and records: whether it
+compiled (or the one-sentence reason), HBM per core (arguments + temporaries + outputs − aliased,
+XLA's memory analysis) against the core's HBM, the collective bytes each device sends read from
+the TPU HLO (analysis/hlo_stats.py) against the analytic minimum (analysis/costmodel.py), and an
+estimated step time: XLA's `optimal_seconds` where it is positive and not below the FLOPs ÷ the
+chip's stated peak, else that compute floor (each row says which). Nothing here is measured on a
+TPU. Rows are merged into --out/tpu.json by (topology, config, dtype), so a run may add to it.
+"""
+
+import importlib
+import json
+import os
+import time
+
+from absl import app, flags
+
+from benchmarks import tables
+
+# topology name -> (stated bfloat16 peak FLOP/s per device, HBM bytes per device). A device is a
+# TensorCore on v2 (two per chip) and a chip on v4 (megacore), v5e and v6e (Google Cloud's TPU
+# pages: v2 45 TFLOP/s and 16 GiB per chip; v4 275 / 32 GiB; v5e 197 / 16 GiB; v6e 918 / 32 GiB).
+TOPOLOGIES = {"v2:2x2": (22.5e12, 8 * 2**30), "v4:2x2x1": (275e12, 32 * 2**30),
+              "v5e:2x4": (197e12, 16 * 2**30), "v6e:2x2": (918e12, 32 * 2**30)}
+CONFIGS = ("single", "data2", "data4", "model2", "hybrid4", "owt8", "owt8:b", "owt8:c",
+           "averaging4", "large_batch")
+
+_TOPOLOGIES = flags.DEFINE_list("topologies", list(TOPOLOGIES), "TPU topologies to compile for.")
+_CONFIGS = flags.DEFINE_list("configs", list(CONFIGS), "Configs (NAME, or owt8:b / owt8:c for "
+                             "Krizhevsky's FC passes).")
+_DTYPES = flags.DEFINE_list("dtypes", ["bfloat16", "float32"], "Compute dtypes.")
+_OUT = flags.DEFINE_string("out", tables.DOCS, "Where tpu.json goes (rows merged into it).")
+flags.register_validator("topologies", lambda names: set(names) <= set(TOPOLOGIES),
+                         message=f"--topologies: choose from {', '.join(TOPOLOGIES)}.")
+flags.register_validator("configs", lambda names: set(names) <= set(CONFIGS),
+                         message=f"--configs: choose from {', '.join(CONFIGS)}.")
+
+
+def _config(name: str, dtype: str):
+  config_name, _, variant = name.partition(":")
+  config = importlib.import_module(f"configs.{config_name}").get_config()
+  config.update(image_size=224, dtype=dtype)
+  if variant:
+    config.owt_variant = variant
+  return config
+
+
+def compile_row(topology: str, name: str, dtype: str, devices) -> dict:
+  """One config compiled for one topology: the row described in the module docstring."""
+  import jax
+  import jax.numpy as jnp
+  import experiment
+  from hybrid_parallel import models
+  from hybrid_parallel.analysis import costmodel, hlo_stats
+  from hybrid_parallel.errors import UserError
+
+  peak, hbm = TOPOLOGIES[topology]
+  config = _config(name, dtype)
+  row = {"topology": topology, "config": name, "dtype": dtype,
+         "device_kind": devices[0].device_kind, "devices": len(devices),
+         "global_batch": config.global_batch_size}
+  try:
+    run = experiment.build(experiment.resolve(config), num_classes=1000, channels=3,
+                           steps_per_epoch=100, total_steps=1000, devices=devices, abstract=True)
+  except (UserError, ValueError) as e:  # e.g. jax.make_mesh's rule for megacore chips.
+    return {**row, "compiled": False, "reason": " ".join(str(e).split())[:300]}
+  plan, batch = run.plan, config.global_batch_size
+  images = jax.ShapeDtypeStruct((batch, 224, 224, 3), jnp.float32, sharding=run.batch_sharding)
+  labels = jax.ShapeDtypeStruct((batch,), jnp.int32, sharding=run.batch_sharding)
+  start = time.perf_counter()
+  try:
+    compiled = run.scheme.train_step.lower(run.scheme.state, images, labels).compile()
+  except Exception as e:  # noqa: BLE001 — XLA's reason is the row's result.
+    return {**row, "compiled": False, "reason": " ".join(str(e).split())[:300]}
+  memory, cost = compiled.memory_analysis(), compiled.cost_analysis() or {}
+  hlo = compiled.as_text()
+  sent = sum(s.bytes_per_device for s in hlo_stats.collective_stats(hlo, len(devices)).values())
+  analytic = costmodel.traffic(models.ARCHITECTURES[config.model], plan, global_batch=batch,
+                               image_size=224, num_classes=1000)
+  hbm_bytes = (memory.argument_size_in_bytes + memory.temp_size_in_bytes +
+               memory.output_size_in_bytes - memory.alias_size_in_bytes)
+  # cost_analysis counts one device's program.
+  compute_floor_s = cost.get("flops", 0.0) / peak
+  optimal = cost.get("optimal_seconds")
+  sane = optimal is not None and optimal > 0 and optimal >= compute_floor_s
+  step_s = optimal if sane else compute_floor_s
+  return {**row, "compiled": True, "compile_s": round(time.perf_counter() - start, 1),
+          "mesh": [plan.data, plan.model], "hbm_gib": round(hbm_bytes / 2**30, 3),
+          "hbm_fits": hbm_bytes <= hbm, "collective_mb": round(sent / 1e6, 2),
+          "analytic_mb": round(analytic.total / 1e6, 2),
+          "xla_optimal_ms": None if optimal is None else round(1e3 * optimal, 2),
+          "compute_floor_ms": round(1e3 * compute_floor_s, 2),
+          "estimated_step_ms": round(1e3 * step_s, 2),
+          "estimate": "xla optimal_seconds" if sane else "flops / stated peak",
+          "estimated_images_per_sec": round(batch / step_s) if step_s else None}
+
+
+def main(argv):
+  del argv
+  from jax.experimental import topologies
+  path = os.path.join(_OUT.value, "tpu.json")
+  chosen = {(t, c, d) for t in _TOPOLOGIES.value for c in _CONFIGS.value for d in _DTYPES.value}
+  rows = [r for r in tables.load_if_present(path)
+          if (r["topology"], r["config"], r["dtype"]) not in chosen]
+  for topology in _TOPOLOGIES.value:
+    devices = topologies.get_topology_desc(platform="tpu", topology_name=topology).devices
+    for name in _CONFIGS.value:
+      for dtype in _DTYPES.value:
+        rows.append(compile_row(topology, name, dtype, devices))
+        print(json.dumps(rows[-1]), flush=True)
+        rows.sort(key=lambda r: (list(TOPOLOGIES).index(r["topology"]),
+                                 CONFIGS.index(r["config"]), r["dtype"]))
+        tables.publish(rows, path)  # after every row: a long run keeps what it compiled.
+
+
+if __name__ == "__main__":
+  app.run(main)
