@@ -465,6 +465,20 @@ def tpu_compile(rows) -> str:
   return "\n".join(lines)
 
 
+def tpu_choices(result) -> str:
+  """benchmarks/tpu_compile.py --choices / --largest_batch: estimates, nothing measured."""
+  lines = _header("choice", "option", "model", "estimated step ms (from)", "HBM GiB")
+  for r in result.get("choices", []):
+    lines.append(f"| `{r['choice']}` | {r['option']} | {r['model']} | "
+                 + (f"{r['estimated_step_ms']} ({r['estimate']}) | {r['hbm_gib']} |"
+                    if r["compiled"] else f"not compiled: {r['reason']} | |"))
+  lines += [""] + _header("config", "largest global batch that fits", "its HBM GiB",
+                          "the next batch")
+  lines += [f"| {r['config']} | {r['largest_global_batch']} | {r['hbm_gib']} | "
+            f"{r['next_batch']}: {r['next']} |" for r in result.get("largest_batch", [])]
+  return "\n".join(lines)
+
+
 def accelerator_report(report) -> str:
   """The whole report of benchmarks/accelerator.py, section by section."""
   tables_by_section = {"single_device": accelerator_single_device, "pytorch":
@@ -490,6 +504,7 @@ def accelerator_report(report) -> str:
 # Table name → (its function, the JSON files in docs/ it reads; several are passed as a list).
 SOURCES = {
     "tpu_compile": (tpu_compile, "tpu.json"),
+    "tpu_choices": (tpu_choices, "tpu_choices.json"),
     "throughput": (throughput, "throughput.json"),
     "comm_volume": (comm_volume, "comm_volume.json"),
     "comm_volume_algorithms": (comm_volume_algorithms, "comm_volume.json"),

@@ -14,6 +14,15 @@ the TPU HLO (analysis/hlo_stats.py) against the analytic minimum (analysis/costm
 estimated step time: XLA's `optimal_seconds` where it is positive and not below the FLOPs ÷ the
 chip's stated peak, else that compute floor (each row says which). Nothing here is measured on a
 TPU. Rows are merged into --out/tpu.json by (topology, config, dtype), so a run may add to it.
+
+  python -m benchmarks.tpu_compile --choices        # on the first topology given
+  python -m benchmarks.tpu_compile --largest_batch
+
+--choices: each per-platform model choice (layers.MAX_POOLS, STEM_CONVS, GROUPED_CONVS) compiled
+in the 1×1 `single` step, bfloat16, batch 256, and its estimated step time — what the "tpu"
+entries of layers.*_BY_PLATFORM are chosen by (estimated, never measured). --largest_batch: the
+largest power-of-two global batch whose step fits the device's HBM, for `single` and `owt8` in
+bfloat16. Both go to tpu_choices.json.
 """
 
 import importlib
@@ -38,22 +47,24 @@ _CONFIGS = flags.DEFINE_list("configs", list(CONFIGS), "Configs (NAME, or owt8:b
                              "Krizhevsky's FC passes).")
 _DTYPES = flags.DEFINE_list("dtypes", ["bfloat16", "float32"], "Compute dtypes.")
 _OUT = flags.DEFINE_string("out", tables.DOCS, "Where tpu.json goes (rows merged into it).")
+_CHOICES = flags.DEFINE_bool("choices", False, "Estimate each per-platform model choice instead.")
+_LARGEST = flags.DEFINE_bool("largest_batch", False, "Find the largest batch that fits instead.")
 flags.register_validator("topologies", lambda names: set(names) <= set(TOPOLOGIES),
                          message=f"--topologies: choose from {', '.join(TOPOLOGIES)}.")
 flags.register_validator("configs", lambda names: set(names) <= set(CONFIGS),
                          message=f"--configs: choose from {', '.join(CONFIGS)}.")
 
 
-def _config(name: str, dtype: str):
+def _config(name: str, dtype: str, **overrides):
   config_name, _, variant = name.partition(":")
   config = importlib.import_module(f"configs.{config_name}").get_config()
-  config.update(image_size=224, dtype=dtype)
+  config.update(image_size=224, dtype=dtype, **overrides)
   if variant:
     config.owt_variant = variant
   return config
 
 
-def compile_row(topology: str, name: str, dtype: str, devices) -> dict:
+def compile_row(topology: str, name: str, dtype: str, *, devices, **overrides) -> dict:
   """One config compiled for one topology: the row described in the module docstring."""
   import jax
   import jax.numpy as jnp
@@ -63,7 +74,7 @@ def compile_row(topology: str, name: str, dtype: str, devices) -> dict:
   from hybrid_parallel.errors import UserError
 
   peak, hbm = TOPOLOGIES[topology]
-  config = _config(name, dtype)
+  config = _config(name, dtype, **overrides)
   row = {"topology": topology, "config": name, "dtype": dtype,
          "device_kind": devices[0].device_kind, "devices": len(devices),
          "global_batch": config.global_batch_size}
@@ -83,8 +94,12 @@ def compile_row(topology: str, name: str, dtype: str, devices) -> dict:
   memory, cost = compiled.memory_analysis(), compiled.cost_analysis() or {}
   hlo = compiled.as_text()
   sent = sum(s.bytes_per_device for s in hlo_stats.collective_stats(hlo, len(devices)).values())
-  analytic = costmodel.traffic(models.ARCHITECTURES[config.model], plan, global_batch=batch,
-                               image_size=224, num_classes=1000)
+  # Gradients are float32 (the parameters' dtype) and activations the compute dtype's width.
+  analytic = {width: costmodel.traffic(models.ARCHITECTURES[config.model], plan,
+                                       global_batch=batch, image_size=224, num_classes=1000,
+                                       bytes_per_value=width)
+              for width in (4, jnp.dtype(dtype).itemsize)}
+  analytic_bytes = analytic[4].gradients + analytic[jnp.dtype(dtype).itemsize].activations
   hbm_bytes = (memory.argument_size_in_bytes + memory.temp_size_in_bytes +
                memory.output_size_in_bytes - memory.alias_size_in_bytes)
   # cost_analysis counts one device's program.
@@ -95,7 +110,7 @@ def compile_row(topology: str, name: str, dtype: str, devices) -> dict:
   return {**row, "compiled": True, "compile_s": round(time.perf_counter() - start, 1),
           "mesh": [plan.data, plan.model], "hbm_gib": round(hbm_bytes / 2**30, 3),
           "hbm_fits": hbm_bytes <= hbm, "collective_mb": round(sent / 1e6, 2),
-          "analytic_mb": round(analytic.total / 1e6, 2),
+          "analytic_mb": round(analytic_bytes / 1e6, 2),
           "xla_optimal_ms": None if optimal is None else round(1e3 * optimal, 2),
           "compute_floor_ms": round(1e3 * compute_floor_s, 2),
           "estimated_step_ms": round(1e3 * step_s, 2),
@@ -103,9 +118,52 @@ def compile_row(topology: str, name: str, dtype: str, devices) -> dict:
           "estimated_images_per_sec": round(batch / step_s) if step_s else None}
 
 
+def model_choices(topology: str, devices) -> list[dict]:
+  """Every implementation of each per-platform model choice, in the 1×1 step (--choices)."""
+  from hybrid_parallel import layers
+  rows = []
+  for field, options, model in (("max_pool", layers.MAX_POOLS, "alexnet_owt"),
+                                ("stem_conv", layers.STEM_CONVS, "alexnet_owt"),
+                                ("grouped_conv", layers.GROUPED_CONVS, "alexnet")):
+    for option in options:
+      row = compile_row(topology, "single", "bfloat16", devices=devices, model=model,
+                        **{field: option})
+      rows.append({"choice": field, "option": option, "model": model, **row})
+      print(json.dumps(rows[-1]), flush=True)
+  return rows
+
+
+def largest_batches(topology: str, devices) -> list[dict]:
+  """The largest power-of-two global batch that compiles within HBM (--largest_batch)."""
+  rows = []
+  for name in ("single", "owt8"):
+    batch, largest = _config(name, "bfloat16").global_batch_size, None
+    while True:
+      row = compile_row(topology, name, "bfloat16", devices=devices, global_batch_size=batch)
+      print(json.dumps(row), flush=True)
+      if not (row["compiled"] and row["hbm_fits"]):
+        break
+      largest, batch = row, batch * 2
+    rows.append({"config": name, "topology": topology, "largest_global_batch":
+                 largest and largest["global_batch"], "hbm_gib": largest and largest["hbm_gib"],
+                 "next_batch": batch, "next": row.get("reason") or f"{row['hbm_gib']} GiB"})
+  return rows
+
+
 def main(argv):
   del argv
   from jax.experimental import topologies
+  if _CHOICES.value or _LARGEST.value:
+    topology = _TOPOLOGIES.value[0]
+    devices = topologies.get_topology_desc(platform="tpu", topology_name=topology).devices
+    path = os.path.join(_OUT.value, "tpu_choices.json")
+    result = tables.load_if_present(path, default={}) or {}
+    if _CHOICES.value:
+      result["choices"] = model_choices(topology, devices)
+    if _LARGEST.value:
+      result["largest_batch"] = largest_batches(topology, devices)
+    tables.publish(result, path)
+    return
   path = os.path.join(_OUT.value, "tpu.json")
   chosen = {(t, c, d) for t in _TOPOLOGIES.value for c in _CONFIGS.value for d in _DTYPES.value}
   rows = [r for r in tables.load_if_present(path)
@@ -114,7 +172,7 @@ def main(argv):
     devices = topologies.get_topology_desc(platform="tpu", topology_name=topology).devices
     for name in _CONFIGS.value:
       for dtype in _DTYPES.value:
-        rows.append(compile_row(topology, name, dtype, devices))
+        rows.append(compile_row(topology, name, dtype, devices=devices))
         print(json.dumps(rows[-1]), flush=True)
         rows.sort(key=lambda r: (list(TOPOLOGIES).index(r["topology"]),
                                  CONFIGS.index(r["config"]), r["dtype"]))
