@@ -170,9 +170,10 @@ overlapping_max_pool.defvjp(_max_pool_forward, _max_pool_backward)
 # the same values and gradients bit for bit (tests/models_test.py).
 MAX_POOLS = ("argmax", "reduce_window")
 # What "auto" picks on each platform: what was measured fastest there (docs/performance.md; on
-# an H200, docs/gpu.md: reduce_window 0.78–0.85× argmax's images/s). TPU has not been measured; it
-# keeps the implementation the tests and every measured figure used.
-MAX_POOL_BY_PLATFORM = {"cpu": "argmax", "gpu": "argmax", "tpu": "argmax"}
+# an H200, docs/gpu.md: reduce_window 0.78–0.85× argmax's images/s). TPU: *estimated*, never
+# measured — XLA's optimal_seconds for the bfloat16 single step compiled for TPU v2 (docs/tpu.md):
+# reduce_window 49.6 ms against argmax's 58.0.
+MAX_POOL_BY_PLATFORM = {"cpu": "argmax", "gpu": "argmax", "tpu": "reduce_window"}
 
 
 def max_pool(x_BHWC: jax.Array, implementation: str = "argmax") -> jax.Array:
@@ -215,7 +216,8 @@ def space_to_depth_conv(x_BHWC: jax.Array, kernel_KKCF: jax.Array, *, stride: in
 # (`space_to_depth_conv`). Equal up to float rounding (tests/models_test.py).
 STEM_CONVS = ("direct", "space_to_depth")
 # What "auto" picks on each platform: what was measured fastest there (docs/gpu.md on an H200;
-# docs/performance.md on the CPU). TPU has not been measured.
+# docs/performance.md on the CPU). TPU: estimated, never measured (docs/tpu.md: direct 58.0 ms,
+# space_to_depth 60.1, XLA's optimal_seconds on TPU v2).
 STEM_CONV_BY_PLATFORM = {"cpu": "direct", "gpu": "space_to_depth", "tpu": "direct"}
 
 
@@ -241,8 +243,9 @@ def per_group_conv(x_BHWC: jax.Array, kernel_KKCF: jax.Array, *, stride: int, pa
 # (tests/models_test.py).
 GROUPED_CONVS = ("feature_group_count", "per_group")
 # What "auto" picks on each platform: what was measured fastest there (docs/performance.md on the
-# CPU). GPUs and TPUs have grouped-conv kernels of their own and have not been measured; they
-# keep XLA's grouped convolution.
+# CPU). GPUs have grouped-conv kernels of their own and have not been measured; they keep XLA's
+# grouped convolution. TPU: estimated, never measured (docs/tpu.md: feature_group_count 87.9 ms,
+# per_group 91.4, XLA's optimal_seconds on TPU v2).
 GROUPED_CONV_BY_PLATFORM = {"cpu": "per_group", "gpu": "feature_group_count",
                             "tpu": "feature_group_count"}
 
