@@ -2,6 +2,10 @@
 as `tests.<name>`; `python -m tests.<name>` too):
 
 * 8 simulated CPU devices, set before anything queries the devices;
+* XLA:CPU's LLVM at optimisation level 0 (unless XLA_FLAGS names a level): the suite's programs
+  are tiny, compiling them is most of their cost, and every result is judged against float64 with
+  tolerances that hold for any code generation (tests/numerics.py); the `main.py` processes the
+  tests start inherit it;
 * a persistent compilation cache shared by this process and the `main.py` processes the tests
   start (through the environment): many tests compile the same programs — the single-device
   reference, the same scheme in several processes — and XLA:CPU compiles take seconds each.
@@ -13,6 +17,10 @@ import atexit
 import os
 import shutil
 import tempfile
+
+if "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
+  os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
+                             " --xla_backend_optimization_level=0").strip()
 
 if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
   _cache = tempfile.mkdtemp(prefix="hybrid_parallel_test_compilation_cache_")
