@@ -78,6 +78,7 @@ class DataChoice:
   dataset: str
   data_dir: str
   tfds_download: bool
+  input_workers: int
   input_shards: int
   shuffle_buffer: int
   pca_lighting_std: float
@@ -239,7 +240,8 @@ def load_dataset(spec: RunSpec):
       synthetic_examples=data.synthetic_examples, synthetic_classes=data.synthetic_classes,
       data_dir=data.data_dir or None, download=data.tfds_download,
       input_shards=data.input_shards, shuffle_buffer=data.shuffle_buffer,
-      pca_lighting_std=data.pca_lighting_std, eval_crops=data.eval_crops)
+      pca_lighting_std=data.pca_lighting_std, eval_crops=data.eval_crops,
+      input_workers=data.input_workers)
 
 
 def steps_to_train(spec: RunSpec, steps_per_epoch: int) -> int:

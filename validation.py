@@ -86,10 +86,16 @@ def one_of(choices) -> Check:
 
 
 def dataset(field, value) -> None:
-  names = arrays.NAMES + input_pipeline.TFDS_NAMES
+  """The name's form, and an npz file's presence. A prepared directory is checked when it is
+  opened (input_pipeline.load, before anything is written): a config may name where it will be."""
+  prepared = input_pipeline.PREPARED
+  names = arrays.NAMES + input_pipeline.TFDS_NAMES + (prepared + "DIR",)
   if not isinstance(value, str) or not (arrays.is_array_dataset(value) or
-                                        value in input_pipeline.TFDS_NAMES):
+                                        value in input_pipeline.TFDS_NAMES or
+                                        value.startswith(prepared)):
     raise UserError(f"unknown {field} {value!r}; choose one of {', '.join(names)}.")
+  if value == prepared:
+    raise UserError(f"{field} {value!r} names no directory; write {prepared}DIR.")
   path = value[len("npz:"):] if value.startswith("npz:") else None
   if path == "":
     raise UserError(f"{field} {value!r} names no file; write npz:PATH.")
@@ -149,6 +155,7 @@ FIELDS: dict[str, Check] = {
     "dataset": dataset,
     "data_dir": text,
     "tfds_download": boolean,
+    "input_workers": integer(-1),
     "input_shards": integer(1),
     "shuffle_buffer": integer(1),
     "pca_lighting_std": number(low=0),
@@ -248,7 +255,7 @@ def check_run(run) -> None:
                     f"num_epochs {run.loop.num_epochs}.")
   if run.data.dataset in input_pipeline.TFDS_NAMES:
     _check_tfds(run)
-  elif run.data.eval_crops != 1:
+  elif run.data.eval_crops != 1 and not run.data.dataset.startswith(input_pipeline.PREPARED):
     raise UserError(f"eval_crops = {run.data.eval_crops} is ImageNet-style evaluation; dataset "
                     f"{run.data.dataset!r} is evaluated whole (use eval_crops = 1).")
 

@@ -2,15 +2,18 @@
 
 `load(name, ...)` names a source:
   digits, synthetic, npz:PATH       small arrays held on every process (arrays.py)
+  prepared:DIR                      a dataset prepared once (python -m input_pipeline.prepare),
+                                    decoded by worker processes, augmented on the devices
+                                    (prepared.py, device_augment.py): the fast ImageNet path
   imagenet2012, imagenette/320px-v2,
   cifar10, cifar100, mnist,
   fashion_mnist                     TensorFlow Datasets, augmented, sharded (tfds_source.py)
 
 A source yields, for this process's rows of every global batch, (images, labels, position): NHWC
-images (float32 from tfds; uint8 from the in-memory sources, normalised on the devices), int32
-labels and the *position* after the batch — what a checkpoint stores so that a restart continues
-with the next batch (for the array sources, the step number; for tfds, every
-input shard's stream position). The global batch of a step depends only on the seed and the
+images (float32 from tfds; uint8 from the in-memory and prepared sources, finished on the
+devices), int32 labels and the *position* after the batch — what a checkpoint stores so that a
+restart continues with the next batch (for the array and prepared sources, the step number; for
+tfds, every input shard's stream position). The global batch of a step depends only on the seed and the
 position: not on the mesh, the scheme or (for tfds, with input_shards a multiple of it) the number
 of processes.
 
@@ -29,23 +32,29 @@ from jax.experimental import multihost_utils
 from jax.sharding import NamedSharding
 
 from hybrid_parallel.errors import UserError
-from input_pipeline import arrays
+from input_pipeline import arrays, prepared
 from input_pipeline.arrays import Dataset, train_indices  # noqa: F401  (the in-memory source)
 
 TFDS_NAMES = ("imagenet2012", "imagenette/320px-v2", "cifar10", "cifar100", "mnist",
               "fashion_mnist")
 IMAGENET_STYLE = ("imagenet2012", "imagenette/320px-v2")  # ten-crop evaluation applies to these.
+PREPARED = "prepared:"
 
 
 def load(name: str, *, image_size: int, seed: int = 0, synthetic_examples: int = 1024,
          synthetic_classes: int = 10, data_dir: str | None = None, download: bool = True,
          input_shards: int = 8, shuffle_buffer: int = 2048, pca_lighting_std: float = 0.1,
-         eval_crops: int = 1):
+         eval_crops: int = 1, input_workers: int = -1):
   """The source `name` at `image_size`; one clear UserError if it cannot be had.
 
-  `seed`, `synthetic_examples`, `synthetic_classes`: the synthetic set (arrays.py); the rest: the
-  tfds datasets (tfds_source.py, configs/default.py).
+  `seed`, `synthetic_examples`, `synthetic_classes`: the synthetic set (arrays.py);
+  `input_workers`: the prepared source's decoding processes (-1: one per host core); the rest:
+  the tfds datasets (tfds_source.py, configs/default.py).
   """
+  if name.startswith(PREPARED):
+    return prepared.PreparedDataset(name[len(PREPARED):], image_size=image_size,
+                                    workers=input_workers, pca_lighting_std=pca_lighting_std,
+                                    eval_crops=eval_crops)
   if arrays.is_array_dataset(name):
     return arrays.load(name, image_size=image_size, seed=seed,
                        synthetic_examples=synthetic_examples,
@@ -57,7 +66,7 @@ def load(name: str, *, image_size: int, seed: int = 0, synthetic_examples: int =
                                    shuffle_buffer=shuffle_buffer,
                                    pca_lighting_std=pca_lighting_std, eval_crops=eval_crops)
   raise UserError(f"unknown dataset {name!r}; choose one of "
-                  f"{', '.join(arrays.NAMES + TFDS_NAMES)}.")
+                  f"{', '.join(arrays.NAMES + TFDS_NAMES + (PREPARED + 'DIR',))}.")
 
 
 def steps_per_epoch(source, global_batch: int) -> int:
@@ -103,19 +112,30 @@ def start_position(source, step: int, global_batch: int, *, saved=None):
   """The position to resume from at `step`: the checkpoint's (`saved`) where it is one this source
   reads (a tfds source given a checkpoint that recorded only its step derives its position from
   the step, which is exact as long as no image was ever skipped)."""
-  if saved is None or isinstance(saved, int) != isinstance(source, Dataset):
+  if saved is None or isinstance(saved, int) != _positions_are_steps(source):
     return source.position_at(step, global_batch)
   return saved
 
 
-def _on_device_normaliser(source, sharding: NamedSharding):
-  """uint8 global images → the float32 the model takes, on the devices, for the in-memory
-  sources (tfds batches arrive normalised)."""
-  if not isinstance(source, Dataset):
-    return lambda images: images
-  normalise = jax.jit(arrays.normalise, out_shardings=sharding)
-  mean, scale = source.mean, source.scale  # once, not per batch.
-  return lambda images: normalise(images, mean, scale)
+def _positions_are_steps(source) -> bool:
+  return isinstance(source, (Dataset, prepared.PreparedDataset))
+
+
+def device_transforms(source, sharding: NamedSharding, *, seed: int):
+  """(train, eval): what finishes a host batch on the devices. train takes (images, step).
+
+  The in-memory sources send uint8 at the model's size: normalised there. The prepared source
+  sends uint8 at the stored size: cropped, flipped, lit and normalised there. tfds batches arrive
+  finished.
+  """
+  if isinstance(source, prepared.PreparedDataset):
+    return source.device_transforms(sharding, seed=seed)
+  if isinstance(source, Dataset):
+    normalise = jax.jit(arrays.normalise, out_shardings=sharding)
+    mean, scale = source.mean, source.scale  # once, not per batch.
+    return (lambda images, step: normalise(images, mean, scale),
+            lambda images: normalise(images, mean, scale))
+  return (lambda images, step: images), (lambda images: images)
 
 
 def train_iterator(source, sharding: NamedSharding, global_batch: int, *, seed: int, position,
@@ -124,17 +144,20 @@ def train_iterator(source, sharding: NamedSharding, global_batch: int, *, seed: 
 
   A background thread reads the host batches and starts their transfers up to `prefetch` batches
   ahead of the step that takes them (transfers, not computations: they add no step in flight; a
-  uint8 batch is normalised as it is handed out). The batches and positions are those of the
-  host iterator, in its order: reading ahead changes nothing a checkpoint records.
+  uint8 batch is finished on the devices as it is handed out). The batches and positions are
+  those of the host iterator, in its order: reading ahead changes nothing a checkpoint records.
   """
   host = source.train_batches(global_batch, seed=seed, position=position,
                               shard=process_rows(sharding, global_batch))
-  normalise = _on_device_normaliser(source, sharding)
+  finish, _ = device_transforms(source, sharding, seed=seed)
   on_device = ((*to_global(sharding, images, labels, global_batch=global_batch), next_position)
                for images, labels, next_position in host)
-  with contextlib.closing(in_background(on_device, depth=prefetch)) as ready:
+  # Closed in this order: the producer thread stops, then the source (its worker processes).
+  with contextlib.closing(host), contextlib.closing(in_background(on_device, depth=prefetch)) as ready:
     for images, labels, next_position in ready:
-      yield normalise(images), labels, next_position
+      # A step-positioned source's batch of step s is followed by position s + 1.
+      step = next_position - 1 if isinstance(next_position, int) else None
+      yield finish(images, step), labels, next_position
 
 
 _END = object()  # what the producer puts after the last item.
@@ -183,10 +206,10 @@ def in_background(items, *, depth: int):
 def eval_batches(source, sharding: NamedSharding, batch: int):
   """Yields (images, labels, weights) over the evaluation split as global arrays; padding
   images have weight 0."""
-  normalise = _on_device_normaliser(source, sharding)
+  _, finish = device_transforms(source, sharding, seed=0)
   for host_batch in source.eval_batches(batch, process_rows(sharding, batch)):
     images, labels, weights = to_global(sharding, *host_batch, global_batch=batch)
-    yield normalise(images), labels, weights
+    yield finish(images), labels, weights
 
 
 def global_position(position):

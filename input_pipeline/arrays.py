@@ -195,8 +195,14 @@ def _epoch_order(num_examples: int, seed: int, epoch: int) -> np.ndarray:
   return order
 
 
+def batch_indices(num_examples: int, global_batch: int, *, seed: int, step: int) -> np.ndarray:
+  """Indices of the global batch of `step` (0-based) among `num_examples` training examples: the
+  step's slice of epoch e's permutation; a pure function of its arguments (also prepared.py's)."""
+  epoch, position = divmod(step, num_examples // global_batch)
+  order = _epoch_order(num_examples, seed, epoch)
+  return order[position * global_batch:(position + 1) * global_batch]
+
+
 def train_indices(dataset: Dataset, global_batch: int, *, seed: int, step: int) -> np.ndarray:
   """Training-set indices of the global batch of `step` (0-based): a pure function of its args."""
-  epoch, position = divmod(step, len(dataset.x_train) // global_batch)
-  order = _epoch_order(len(dataset.x_train), seed, epoch)
-  return order[position * global_batch:(position + 1) * global_batch]
+  return batch_indices(len(dataset.x_train), global_batch, seed=seed, step=step)

@@ -1,9 +1,9 @@
 """Decoding and augmentation as TensorFlow ops, for the tf.data maps of tfds_source.py.
 
 Two styles:
-  imagenet   Krizhevsky et al. 2012: decode, resize the shorter side to `resize_size` (256 for a
-             224 input), then a random `image_size`² crop, a horizontal flip half the time and PCA
-             colour ("lighting") noise — each image plus Σᵢ αᵢ·λᵢ·vᵢ with αᵢ ~ N(0, σ²), σ = 0.1,
+  imagenet   Krizhevsky et al. 2012: decode, resize the shorter side to 256 for a 224 input
+             (imagenet_stats.resize_size), then a random `image_size`² crop, a horizontal flip
+             half the time and PCA colour ("lighting") noise — each image plus Σᵢ αᵢ·λᵢ·vᵢ with αᵢ ~ N(0, σ²), σ = 0.1,
              (λᵢ, vᵢ) the eigenvalues / eigenvectors of ImageNet's RGB pixel covariance.
              Evaluation: the centre crop, or ten crops (four corners and the centre, each also
              flipped) whose softmaxes the eval step averages.
@@ -19,23 +19,9 @@ shard, its position in the stream): the same in every run, process count and res
 
 import tensorflow as tf
 
-# The principal components of ImageNet's RGB pixels scaled to [0, 1], as published with
-# fb.resnet.torch and used by most ImageNet pipelines since: eigenvalues, then eigenvectors as
-# columns (R, G, B rows).
-IMAGENET_EIGVAL = (0.2175, 0.0188, 0.0045)
-IMAGENET_EIGVEC = ((-0.5675, 0.7192, 0.4009),
-                   (-0.5808, -0.0045, -0.8140),
-                   (-0.5836, -0.6948, 0.4203))
-
-# Crop offsets of the ten-crop evaluation, in order: the centre, then the four corners.
-TEN_CROP_ORDER = ("centre", "top_left", "top_right", "bottom_left", "bottom_right")
+from input_pipeline.imagenet_stats import EIGVAL, EIGVEC, TEN_CROP_ORDER, crop_offset
 
 CIFAR_PADDING = 4
-
-
-def resize_size(image_size: int) -> int:
-  """The shorter side images are resized to before cropping: 256 for a 224 crop."""
-  return round(image_size * 256 / 224)
 
 
 def decode(encoded: tf.Tensor, channels: int, shorter_side: int | None = None) -> tf.Tensor:
@@ -74,8 +60,8 @@ def resize_shorter_side(image: tf.Tensor, size: int) -> tf.Tensor:
 def lighting(image: tf.Tensor, seed: tf.Tensor, stddev: float) -> tf.Tensor:
   """Krizhevsky's PCA colour noise on float HWC pixels in 0..255 units."""
   alpha = tf.random.stateless_normal([3], seed=seed, stddev=stddev)
-  eigvec = tf.constant(IMAGENET_EIGVEC, tf.float32)
-  shift_rgb = 255.0 * tf.linalg.matvec(eigvec, alpha * tf.constant(IMAGENET_EIGVAL, tf.float32))
+  eigvec = tf.constant(EIGVEC, tf.float32)
+  shift_rgb = 255.0 * tf.linalg.matvec(eigvec, alpha * tf.constant(EIGVAL, tf.float32))
   return image + shift_rgb
 
 
@@ -95,11 +81,7 @@ def imagenet_train(image, seed, *, image_size: int, pca_stddev: float, mean, std
 
 
 def _crop(image, corner: str, size: int):
-  height, width = tf.shape(image)[0], tf.shape(image)[1]
-  top = {"centre": (height - size) // 2, "top_left": 0, "top_right": 0,
-         "bottom_left": height - size, "bottom_right": height - size}[corner]
-  left = {"centre": (width - size) // 2, "top_left": 0, "top_right": width - size,
-          "bottom_left": 0, "bottom_right": width - size}[corner]
+  top, left = crop_offset(corner, height=tf.shape(image)[0], width=tf.shape(image)[1], size=size)
   return tf.image.crop_to_bounding_box(image, top, left, size, size)
 
 

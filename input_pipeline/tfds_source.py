@@ -29,7 +29,8 @@ import numpy as np
 
 from hybrid_parallel import metric_writers
 from hybrid_parallel.errors import UserError
-from input_pipeline import augment
+from input_pipeline import augment, imagenet_stats
+from input_pipeline.imagenet_stats import MEAN as IMAGENET_MEAN, STD as IMAGENET_STD
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TF's C++ INFO/WARNING lines are noise here.
 import tensorflow as tf  # noqa: E402
@@ -38,9 +39,6 @@ import tensorflow_datasets as tfds  # noqa: E402
 # JAX owns the accelerators; TensorFlow only runs the input pipeline on the host's CPUs.
 tf.config.set_visible_devices([], "GPU")
 metric_writers.quiet_info_from("tensorflow_datasets")
-
-IMAGENET_MEAN = (0.485 * 255, 0.456 * 255, 0.406 * 255)
-IMAGENET_STD = (0.229 * 255, 0.224 * 255, 0.225 * 255)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -150,7 +148,7 @@ class TfdsDataset:
     return ds.map(lambda ex: (ex["image"], tf.cast(ex["label"], tf.int32)))
 
   def _decode(self, encoded, label):
-    shorter = augment.resize_size(self.image_size) if self.spec.style == "imagenet" else None
+    shorter = imagenet_stats.resize_size(self.image_size) if self.spec.style == "imagenet" else None
     return augment.decode(encoded, self.channels, shorter), label
 
   def records(self, split) -> tf.data.Dataset:

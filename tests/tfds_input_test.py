@@ -19,7 +19,7 @@ import train
 from hybrid_parallel import checkpointing
 from hybrid_parallel import mesh as mesh_lib
 from hybrid_parallel.errors import UserError
-from input_pipeline import augment
+from input_pipeline import augment, imagenet_stats
 from tests import testing, tfds_testing
 
 MOCK_EXAMPLES = 24  # per split (mock_data ignores split slicing: every shard holds these)
@@ -120,7 +120,7 @@ class AugmentTest(absltest.TestCase):
 
   def test_pca_lighting_has_the_documented_scale(self):
     grey = tf.fill([4, 4, 3], 128.0)
-    eigvec, eigval = np.array(augment.IMAGENET_EIGVEC), np.array(augment.IMAGENET_EIGVAL)
+    eigvec, eigval = np.array(augment.EIGVEC), np.array(augment.EIGVAL)
     coefficients = []
     for i in range(2000):
       shift = (augment.lighting(grey, tf.constant([3, i], tf.int64), 0.1).numpy() - 128.0)
@@ -147,7 +147,7 @@ class AugmentTest(absltest.TestCase):
   def test_shorter_side_resize_keeps_the_aspect_ratio(self):
     out = augment.resize_shorter_side(tf.zeros([300, 500, 3], tf.uint8), 256)
     self.assertEqual(tuple(out.shape), (256, 427, 3))
-    self.assertEqual(augment.resize_size(224), 256)
+    self.assertEqual(imagenet_stats.resize_size(224), 256)
 
 
 class OrderTest(absltest.TestCase):

@@ -1,0 +1,276 @@
+"""A prepared dataset: images stored once as Krizhevsky stored ImageNet, read at random by Grain.
+
+What `python -m input_pipeline.prepare` writes into a directory:
+  prepared.json                          the manifest, written last: format, stored size, classes,
+                                         per split its files and image counts (its presence means
+                                         every shard was written and checked)
+  train-00000-of-00313.array_record ...  ArrayRecord files (one record per image, group size 1,
+  eval-00000-of-00013.array_record ...   so any image is one seek away)
+  *.array_record.json                    per shard: images written and skipped (resume, checks)
+
+Each record is the label (int32, little-endian) followed by the image: the central 256×256 patch
+after the shorter side was resized to 256 (for a 224 model), either JPEG-encoded at the stated
+quality ("jpeg", ~10× smaller) or as raw uint8 HWC ("raw", nothing to decode).
+
+Reading (`PreparedDataset`, the source `prepared:DIR` of input_pipeline.load): the global batch of
+step s is the s-th slice of a fresh permutation of the training images per epoch — a pure
+function of (seed, s), as for the in-memory datasets (arrays.train_indices), so the *position* a
+checkpoint stores is the step, batches are the same on any mesh and process count, and a restart
+continues exactly, across epoch boundaries too. Each process reads only its rows. The host decodes
+and copies uint8 at the stored size; Grain's worker processes (`input_workers`, one per host core
+by default) each produce whole batches, in step order. Cropping, flipping, PCA lighting and
+normalisation happen on the devices (device_augment.py). No TensorFlow is needed.
+"""
+
+import dataclasses
+import io
+import json
+import os
+import struct
+import sys
+
+import numpy as np
+
+from hybrid_parallel.errors import UserError
+from input_pipeline import arrays
+
+MANIFEST = "prepared.json"
+FORMATS = ("jpeg", "raw")
+SPLITS = ("train", "eval")
+_LABEL = struct.Struct("<i")
+
+
+def shard_file(split: str, index: int, count: int) -> str:
+  return f"{split}-{index:05d}-of-{count:05d}.array_record"
+
+
+def encode_record(label: int, image_HWC: np.ndarray, *, image_format: str, quality: int) -> bytes:
+  """One record: the label, then the image as JPEG or raw bytes."""
+  if image_format == "raw":
+    payload = np.ascontiguousarray(image_HWC, np.uint8).tobytes()
+  else:
+    from PIL import Image
+    out = io.BytesIO()
+    Image.fromarray(image_HWC).save(out, format="JPEG", quality=quality)
+    payload = out.getvalue()
+  return _LABEL.pack(label) + payload
+
+
+def record_label(record: bytes) -> int:
+  return _LABEL.unpack_from(record)[0]
+
+
+def decode_record(record: bytes, *, image_format: str, size: int,
+                  out_HWC: np.ndarray | None = None) -> int:
+  """Writes the record's image into `out_HWC` (uint8 size×size×3) and returns its label."""
+  (label,) = _LABEL.unpack_from(record)
+  payload = memoryview(record)[_LABEL.size:]
+  if image_format == "raw":
+    image = np.frombuffer(payload, np.uint8).reshape(size, size, 3)
+  else:
+    from PIL import Image
+    with Image.open(io.BytesIO(payload)) as jpeg:
+      image = np.asarray(jpeg.convert("RGB"))
+  if out_HWC is not None:
+    out_HWC[...] = image
+  return label
+
+
+@dataclasses.dataclass(frozen=True)
+class Manifest:
+  """What prepared.json says about a prepared directory."""
+  image_format: str
+  quality: int
+  size: int
+  num_classes: int
+  class_names: tuple
+  source: str
+  files: dict  # split → file names
+  examples: dict  # split → images
+  skipped: dict  # split → images that could not be decoded when prepared
+  mean: tuple
+  std: tuple
+
+  def to_json(self) -> dict:
+    return dataclasses.asdict(self)
+
+  @classmethod
+  def read(cls, directory: str) -> "Manifest":
+    """The manifest of `directory`, or one UserError that says what is missing."""
+    path = os.path.join(directory, MANIFEST)
+    if not os.path.isdir(directory):
+      raise UserError(f"prepared dataset directory {directory!r} does not exist; make it with "
+                      f"`python -m input_pipeline.prepare --source=... --out={directory}`.")
+    if not os.path.isfile(path):
+      started = any(f.endswith(".array_record") or f.endswith(".partial")
+                    for f in os.listdir(directory))
+      raise UserError(
+          f"{directory!r} holds a preparation that did not finish (no {MANIFEST}); run the same "
+          f"`python -m input_pipeline.prepare` command again to complete it." if started else
+          f"{directory!r} is not a prepared dataset (no {MANIFEST}); make it with "
+          f"`python -m input_pipeline.prepare --source=... --out={directory}`.")
+    try:
+      with open(path) as f:
+        fields = json.load(f)
+      manifest = cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in fields.items()})
+    except (ValueError, TypeError) as e:
+      raise UserError(f"{path} is not a manifest this version can read ({e}); prepare the "
+                      f"dataset again.") from None
+    for split in SPLITS:
+      missing = [f for f in manifest.files[split]
+                 if not os.path.isfile(os.path.join(directory, f))]
+      if missing:
+        raise UserError(f"{directory!r} lacks {len(missing)} of its {split} files (first: "
+                        f"{missing[0]}); copy the whole directory or prepare it again.")
+    return manifest
+
+
+def _prepare_for_grain():
+  """Grain reads absl flags: a notebook or script that never parsed them gets their defaults.
+
+  And Grain's workers hand batches over in shared memory, which the training process unlinks
+  as it consumes them. Python before 3.13 registers a segment with the resource tracker both when
+  it is made and when it is opened (CPython issue 82300), so at exit the tracker warns of
+  "leaked" segments that are already gone (/dev/shm is empty after a run). The tracker process
+  starts with the first worker and takes its warning filters from this environment.
+  """
+  from absl import flags
+  if not flags.FLAGS.is_parsed():
+    flags.FLAGS.mark_as_parsed()
+  if sys.version_info < (3, 13):
+    filters = [f for f in os.environ.get("PYTHONWARNINGS", "").split(",") if f]
+    if _TRACKER_FILTER not in filters:
+      os.environ["PYTHONWARNINGS"] = ",".join(filters + [_TRACKER_FILTER])
+
+
+_TRACKER_FILTER = "ignore:resource_tracker:UserWarning"
+
+
+class _Batches:
+  """step (or eval batch) → this process's rows of it, decoded: picklable, for Grain's workers."""
+
+  def __init__(self, paths, *, rows_of, image_format: str, size: int):
+    self.paths, self.rows_of = paths, rows_of
+    self.image_format, self.size = image_format, size
+    self._source = None
+
+  def __getstate__(self):
+    return {**self.__dict__, "_source": None}  # each worker opens the files itself.
+
+  def __call__(self, index: int):
+    if self._source is None:
+      import grain
+      self._source = grain.sources.ArrayRecordDataSource(list(self.paths))
+    ids, weights = self.rows_of(index)
+    images = np.empty((len(ids), self.size, self.size, 3), np.uint8)
+    labels = np.empty(len(ids), np.int32)
+    for i, record in enumerate(self._source.__getitems__(ids.tolist())):  # one read per file
+      labels[i] = decode_record(record, image_format=self.image_format, size=self.size,
+                                out_HWC=images[i])
+    return (images, labels) if weights is None else (images, labels, weights)
+
+
+@dataclasses.dataclass(frozen=True)
+class _TrainRows:
+  num_train: int
+  global_batch: int
+  seed: int
+  shard: slice
+
+  def __call__(self, step: int):
+    ids = arrays.batch_indices(self.num_train, self.global_batch, seed=self.seed, step=step)
+    return ids[self.shard], None
+
+
+@dataclasses.dataclass(frozen=True)
+class _EvalRows:
+  num_eval: int
+  batch: int
+  shard: slice
+
+  def __call__(self, index: int):
+    ids = np.arange(index * self.batch, (index + 1) * self.batch)
+    weights = (ids < self.num_eval).astype(np.float32)
+    return np.minimum(ids, self.num_eval - 1)[self.shard], weights[self.shard]
+
+
+class PreparedDataset:
+  """The source `prepared:DIR` (see the module docstring)."""
+
+  positions_are_steps = True
+
+  def __init__(self, directory: str, *, image_size: int, workers: int = -1,
+               pca_lighting_std: float = 0.1, eval_crops: int = 1):
+    self.directory = directory
+    self.manifest = Manifest.read(directory)
+    self.name = f"prepared:{directory}"
+    if image_size > self.manifest.size:
+      raise UserError(f"image_size {image_size} is larger than the {self.manifest.size}² images "
+                      f"prepared in {directory!r}; prepare them with --size="
+                      f"{round(image_size * 256 / 224)} or train at most at {self.manifest.size}.")
+    if eval_crops not in (1, 10):
+      raise UserError(f"eval_crops must be 1 or 10, got {eval_crops}.")
+    self.image_size, self.pca_stddev, self.eval_crops = image_size, pca_lighting_std, eval_crops
+    self.workers = os.cpu_count() if workers == -1 else workers
+    self.num_classes = self.manifest.num_classes
+    self.channels = 3
+    self.num_train = self.manifest.examples["train"]
+    self.num_eval = self.manifest.examples["eval"]
+    self.mean, self.std = self.manifest.mean, self.manifest.std
+
+  def _paths(self, split: str):
+    return tuple(os.path.join(self.directory, f) for f in self.manifest.files[split])
+
+  def _read(self, split: str, rows_of, *, first: int, count: int):
+    """Grain: elements first..first+count-1 of `rows_of`, decoded by the worker processes."""
+    _prepare_for_grain()
+    import grain
+    batches = _Batches(self._paths(split), rows_of=rows_of,
+                       image_format=self.manifest.image_format, size=self.manifest.size)
+    dataset = grain.MapDataset.range(first, first + count).map(batches).to_iter_dataset()
+    if self.workers > 0:
+      dataset = dataset.mp_prefetch(grain.MultiprocessingOptions(num_workers=self.workers))
+    return iter(dataset)
+
+  # --- the source interface of input_pipeline ---------------------------------------------------
+
+  def position_at(self, step: int, global_batch: int) -> int:
+    del global_batch  # batches are indexed by step
+    return step
+
+  def train_batches(self, global_batch: int, *, seed: int, position: int, shard: slice):
+    """Yields (uint8 images at the stored size, labels, step + 1) for this process's rows."""
+    rows = _TrainRows(self.num_train, global_batch, seed, shard)
+    stream = self._read("train", rows, first=position, count=2**40)
+    try:
+      for step, (images, labels) in enumerate(stream, start=position):
+        yield images, labels, step + 1
+    finally:
+      _close(stream)
+
+  def eval_batches(self, batch: int, shard: slice):
+    """Yields (uint8 images, labels, weights); the last batch is padded with weight-0 repeats."""
+    count = -(-self.num_eval // batch)
+    stream = self._read("eval", _EvalRows(self.num_eval, batch, shard), first=0, count=count)
+    try:
+      yield from stream
+    finally:
+      _close(stream)
+
+  def device_transforms(self, sharding, *, seed: int):
+    """(train, eval) functions that finish a batch on the devices (device_augment.py)."""
+    from input_pipeline import device_augment
+    train = device_augment.train_transform(sharding, seed=seed, image_size=self.image_size,
+                                           pca_stddev=self.pca_stddev, mean=self.mean,
+                                           std=self.std)
+    evaluate = device_augment.eval_transform(sharding, image_size=self.image_size,
+                                             crops=self.eval_crops, mean=self.mean, std=self.std)
+    return train, evaluate
+
+
+def _close(stream):
+  """Stops Grain's worker processes now rather than at interpreter exit (where their shutdown
+  finds half-torn-down modules)."""
+  close = getattr(stream, "close", None)
+  if close:
+    close()
