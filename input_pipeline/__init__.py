@@ -13,9 +13,9 @@ A source yields, for this process's rows of every global batch, (images, labels,
 images (float32 from tfds; uint8 from the in-memory and prepared sources, finished on the
 devices), int32 labels and the *position* after the batch — what a checkpoint stores so that a
 restart continues with the next batch (for the array and prepared sources, the step number; for
-tfds, every input shard's stream position). The global batch of a step depends only on the seed and the
-position: not on the mesh, the scheme or (for tfds, with input_shards a multiple of it) the number
-of processes.
+tfds, every input shard's stream position). The global batch of a step depends only on the seed
+and the position: not on the mesh, the scheme or (for tfds, with input_shards a multiple of it)
+the number of processes.
 
 `train_iterator` turns the host batches into global arrays with the batch sharding
 (`jax.make_array_from_process_local_data`) on a background thread that runs `prefetch` batches
@@ -33,7 +33,7 @@ from jax.sharding import NamedSharding
 
 from hybrid_parallel.errors import UserError
 from input_pipeline import arrays, prepared
-from input_pipeline.arrays import Dataset, train_indices  # noqa: F401  (the in-memory source)
+from input_pipeline.arrays import Dataset, train_indices  # noqa: F401  (in-memory source)
 
 TFDS_NAMES = ("imagenet2012", "imagenette/320px-v2", "cifar10", "cifar100", "mnist",
               "fashion_mnist")
@@ -153,7 +153,8 @@ def train_iterator(source, sharding: NamedSharding, global_batch: int, *, seed: 
   on_device = ((*to_global(sharding, images, labels, global_batch=global_batch), next_position)
                for images, labels, next_position in host)
   # Closed in this order: the producer thread stops, then the source (its worker processes).
-  with contextlib.closing(host), contextlib.closing(in_background(on_device, depth=prefetch)) as ready:
+  with (contextlib.closing(host),
+        contextlib.closing(in_background(on_device, depth=prefetch)) as ready):
     for images, labels, next_position in ready:
       # A step-positioned source's batch of step s is followed by position s + 1.
       step = next_position - 1 if isinstance(next_position, int) else None

@@ -3,8 +3,8 @@
 Two styles:
   imagenet   Krizhevsky et al. 2012: decode, resize the shorter side to 256 for a 224 input
              (imagenet_stats.resize_size), then a random `image_size`² crop, a horizontal flip
-             half the time and PCA colour ("lighting") noise — each image plus Σᵢ αᵢ·λᵢ·vᵢ with αᵢ ~ N(0, σ²), σ = 0.1,
-             (λᵢ, vᵢ) the eigenvalues / eigenvectors of ImageNet's RGB pixel covariance.
+             half the time and PCA colour ("lighting") noise — each image plus Σᵢ αᵢ·λᵢ·vᵢ with
+             αᵢ ~ N(0, σ²), σ = 0.1, (λᵢ, vᵢ) the eigenvalues / eigenvectors of ImageNet's RGB pixel covariance.
              Evaluation: the centre crop, or ten crops (four corners and the centre, each also
              flipped) whose softmaxes the eval step averages.
   pad_crop   CIFAR: pad 4 pixels of zeros on each side, a random crop back to the native size, a
