@@ -155,7 +155,7 @@ FIELDS: dict[str, Check] = {
     "dataset": dataset,
     "data_dir": text,
     "tfds_download": boolean,
-    "input_workers": integer(-1),
+    "input_workers": integer(0),
     "input_shards": integer(1),
     "shuffle_buffer": integer(1),
     "pca_lighting_std": number(low=0),

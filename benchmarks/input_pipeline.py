@@ -1,140 +1,296 @@
-r"""Images/s of the tfds input pipeline alone (no model), next to what a training step consumes.
+r"""Images/s of the input pipelines alone (no model), per host core, and the trainer they feed.
 
-  python -m benchmarks.input_pipeline [--batches=30] [--out=docs/input_pipeline.json]
+  python -m benchmarks.input_pipeline [--sections=tfds,prepare,prepared] [--images=768] \
+      [--batches=30] [--out=docs/input_pipeline.json]
 
-Two sources, both through the real tfds code path (`tfds.testing.mock_data`, no download):
-  cifar     mocked cifar10: 32×32 PNGs, decoded once and cached, then pad-crop + flip per epoch
-            (at the native 32², the resize to a model's size is left out).
-  imagenet  imagenet2012 records replaced by real JPEGs of ImageNet's typical size (500×375,
-            quality 90): read, shuffled, decoded, shorter side resized to 256, random 224² crop,
-            flip, PCA lighting, normalised — every image, every epoch (imagenet2012 is not cached).
-Then one training step of the single-device `alexnet_owt` (224², float32) on this machine, and the
-rate 8 H100s would consume at a stated MFU, from the model's FLOPs per image.
+Nothing is downloaded. The ImageNet-like images are real photographs (the three that ship with
+scikit-learn and matplotlib), cut at random places and saved as JPEGs of quality 90 at a spread of
+ImageNet's sizes (500×375 most often, then 375×500, 500×333, 500×500, 640×480, 800×600, 333×500),
+in a folder of ten classes.
 
-Prints one JSON object and writes it to --out (docs/input_pipeline.md's table is made from it):
-per source the median images/s over --batches global batches of 256 after a warm-up, and the
-time the cache took to fill.
+Sections:
+  tfds      the TensorFlow path: imagenet2012 (those JPEGs through `tfds.testing.mock_data`:
+            read, shuffled, decoded, shorter side to 256, crop 224, flip, lighting, normalised on
+            the host, every epoch). tf.data uses every core, so per core is images/s ÷ cores.
+            Needs TensorFlow.
+  prepare   `python -m input_pipeline.prepare` of the folder, JPEG q90 and raw, on every core:
+            images/s, bytes per image, and what that makes for ImageNet's 1,331,167 images.
+  prepared  the prepared source read for a 224 model at global batch 256 (the host's work ends
+            at uint8 256² — crop, flip, lighting and normalisation run on the devices, timed
+            separately as `device_finish_images_per_sec`): on one thread (one core), on a thread
+            per core (the default) and on a worker process per core (`input_workers`).
+  trainer   main.py fed by the prepared JPEGs against the bare step at the same settings, in the
+            same call (configs/imagenet_single.py's model in bfloat16; --trainer_batch); the
+            issue's ≥ 50% goal is stated for this on a GPU host. --dry_run: tiny sizes.
+
+Prints one JSON object and writes it to --out (docs/input_pipeline.md's tables are made from it):
+`pipelines` rows hold `source` ("prepared" in the prepared ones), `images_per_sec_median` and
+`images_per_sec_per_core`.
 """
 
 import json
 import os
+import platform
+import shutil
+import tempfile
 import time
 
 from absl import app, flags
 
-from benchmarks import step_timing, tables
+from benchmarks import main_runs, step_timing, tables
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SECTIONS = ("tfds", "prepare", "prepared", "trainer")
 
+_SECTIONS = flags.DEFINE_list("sections", ["tfds", "prepare", "prepared"],
+                              f"Which of {', '.join(SECTIONS)} to run.")
+_IMAGES = flags.DEFINE_integer("images", 768, "Benchmark JPEGs made (train; a tenth more eval).")
 _BATCHES = flags.DEFINE_integer("batches", 30, "Timed global batches per source.")
-_EXAMPLES = flags.DEFINE_integer("examples", 2048, "Mocked examples per input shard.")
-_TRAIN_STEPS = flags.DEFINE_integer("train_steps", 5, "Timed alexnet_owt steps (0: skip).")
-_OUT = flags.DEFINE_string("out", os.path.join(tables.DOCS, "input_pipeline.json"),
-                           "Where the JSON goes.")
+_TRAINER_BATCH = flags.DEFINE_integer("trainer_batch", 256, "Global batch of the trainer rows.")
+_TRAINER_STEPS = flags.DEFINE_integer("trainer_steps", 200, "main.py steps in the trainer rows.")
+_DRY_RUN = flags.DEFINE_boolean("dry_run", False, "Tiny sizes: checks the script, measures "
+                                "nothing worth keeping (writes nothing unless --out is given).")
+_OUT = flags.DEFINE_string("out", None, "Where the JSON goes (default docs/input_pipeline.json; "
+                           "with --dry_run, nowhere).")
+flags.register_validator("sections", lambda s: set(s) <= set(SECTIONS),
+                         f"--sections takes some of {', '.join(SECTIONS)}.")
 
 GLOBAL_BATCH = 256
+IMAGENET_IMAGES = 1_281_167 + 50_000  # train + validation
+PHOTO_SIZES = ((500, 375),) * 4 + ((375, 500), (500, 333), (500, 500), (640, 480), (800, 600),
+                                   (333, 500))
 H100_BF16_PEAK = 989e12  # FLOP/s, dense (NVIDIA's H100 SXM datasheet)
 # Well-tuned convnets reach 15-20% MFU (NVIDIA's ResNet-50 examples: 2,470 images/s on an
 # A100 with AMP, about 19%).
 CONVNET_MFU = 0.15
 
 
-def _realistic_jpegs(count: int):
-  """`count` distinct 500×375 JPEGs: smooth gradients plus noise, so that they compress and
-  decode like photographs rather than like white noise."""
+def photographs():
+  """The real photographs installed with scikit-learn and matplotlib, as uint8 RGB arrays."""
+  import matplotlib
   import numpy as np
-  import tensorflow as tf
+  import sklearn
+  from PIL import Image
+  paths = [os.path.join(os.path.dirname(sklearn.__file__), "datasets", "images", name)
+           for name in ("china.jpg", "flower.jpg")]
+  paths.append(os.path.join(matplotlib.get_data_path(), "sample_data", "grace_hopper.jpg"))
+  return [np.asarray(Image.open(p).convert("RGB")) for p in paths]
+
+
+def make_jpegs(root: str, count: int, *, classes: int = 10) -> list[bytes]:
+  """`count` train and count // 10 val JPEGs (q90) in root/{train,val}/CLASS, each a random
+  window of a photograph resized to one of PHOTO_SIZES; returns the train JPEGs' bytes."""
+  import numpy as np
+  from PIL import Image
   rng = np.random.default_rng(0)
-  rows, cols = np.mgrid[0:375, 0:500]
-  images = []
-  for i in range(count):
-    base = (np.stack([rows * (0.3 + 0.1 * c) + cols * (0.2 + 0.05 * i % 7) for c in range(3)], -1)
-            % 256)
-    noisy = np.clip(base + rng.normal(0, 12, base.shape), 0, 255).astype(np.uint8)
-    images.append(tf.io.encode_jpeg(noisy, quality=90).numpy())
-  return images
+  photos = photographs()
+  train = []
+  for split, n in (("train", count), ("val", max(classes, count // 10))):
+    for i in range(n):
+      photo = photos[i % len(photos)]
+      height, width = photo.shape[:2]
+      h, w = rng.integers(height // 2, height + 1), rng.integers(width // 2, width + 1)
+      top, left = rng.integers(0, height - h + 1), rng.integers(0, width - w + 1)
+      size = PHOTO_SIZES[rng.integers(len(PHOTO_SIZES))]
+      image = Image.fromarray(photo[top:top + h, left:left + w]).resize(size, Image.BILINEAR)
+      folder = os.path.join(root, split, f"class_{i % classes:02d}")
+      os.makedirs(folder, exist_ok=True)
+      path = os.path.join(folder, f"{i:06d}.jpg")
+      image.save(path, quality=90)
+      if split == "train":
+        with open(path, "rb") as f:
+          train.append(f.read())
+  return train
 
 
-def _rate(source, batches: int) -> dict:
+def _rate(source, batches: int, *, global_batch: int = GLOBAL_BATCH) -> dict:
   """Median images/s of `batches` global batches after 3 warm-up batches."""
   import numpy as np
-  stream = source.train_batches(GLOBAL_BATCH, seed=0,
-                                position=source.position_at(0, GLOBAL_BATCH),
-                                shard=slice(0, GLOBAL_BATCH))
-  for _ in range(3):
-    next(stream)
-  times = []
-  for _ in range(batches):
-    start = time.perf_counter()
-    next(stream)
-    times.append(time.perf_counter() - start)
-  return {"images_per_sec_median": round(GLOBAL_BATCH / float(np.median(times)), 1),
-          "images_per_sec_mean": round(GLOBAL_BATCH * batches / float(np.sum(times)), 1),
+  stream = source.train_batches(global_batch, seed=0,
+                                position=source.position_at(0, global_batch),
+                                shard=slice(0, global_batch))
+  try:
+    for _ in range(3):
+      next(stream)
+    times = []
+    for _ in range(batches):
+      start = time.perf_counter()
+      next(stream)
+      times.append(time.perf_counter() - start)
+  finally:
+    close = getattr(stream, "close", None)
+    if close:
+      close()
+  return {"images_per_sec_median": round(global_batch / float(np.median(times)), 1),
+          "images_per_sec_mean": round(global_batch * batches / float(np.sum(times)), 1),
           "batches": batches}
 
 
-def measure_pipeline(name: str, examples: int, batches: int) -> dict:
+def tfds_row(jpegs: list[bytes], *, batches: int, examples: int) -> dict:
+  """imagenet2012 through the real tfds code path (mock_data serving `jpegs`), on every core."""
   import numpy as np
   import tensorflow as tf
   import tensorflow_datasets as tfds
   import experiment
   from configs import default
-
   config = default.get_config()
-  config.dataset = name
+  config.dataset, config.image_size = "imagenet2012", 224
   config.data_dir = os.path.join(ROOT, "runs", "no_tfds_data")  # nothing is read from it
-  config.image_size = 32 if name == "cifar10" else 224
-  mock = dict(num_examples=examples)
-  if name == "imagenet2012":
-    jpegs = _realistic_jpegs(64)
 
-    def as_dataset(self, split, decoders=None, read_config=None, **kwargs):
-      del self, split, decoders, read_config, kwargs
-      return tf.data.Dataset.from_tensor_slices({
-          "image": [jpegs[i % len(jpegs)] for i in range(examples)],
-          "label": np.arange(examples) % 1000, "file_name": ["x.JPEG"] * examples})
+  def as_dataset(self, split, decoders=None, read_config=None, **kwargs):
+    del self, split, decoders, read_config, kwargs
+    return tf.data.Dataset.from_tensor_slices({
+        "image": [jpegs[i % len(jpegs)] for i in range(examples)],
+        "label": np.arange(examples) % 1000, "file_name": ["x.JPEG"] * examples})
 
-    mock = dict(as_dataset_fn=as_dataset)
   start = time.perf_counter()
-  with tfds.testing.mock_data(**mock):
+  with tfds.testing.mock_data(as_dataset_fn=as_dataset):
     source = experiment.load_dataset(experiment.resolve(config))
-  result = {"source": name, "image_size": config.image_size, "global_batch": GLOBAL_BATCH,
-            "cached": source.spec.cache, "setup_s": round(time.perf_counter() - start, 1)}
-  result.update(_rate(source, batches))
-  return result
+  row = {"source": "tfds imagenet2012", "image_size": 224, "global_batch": GLOBAL_BATCH,
+         "host_work": "decode, resize to 256, crop 224, flip, lighting, normalise",
+         "cores": os.cpu_count(), "setup_s": round(time.perf_counter() - start, 1)}
+  row.update(_rate(source, batches))
+  row["images_per_sec_per_core"] = round(row["images_per_sec_median"] / row["cores"], 1)
+  print(json.dumps(row), flush=True)
+  return row
 
 
-def measure_train_step(steps: int) -> dict:
-  """Images/s of the single-device alexnet_owt training step, batch 32, 224², float32."""
+def prepare_rows(folder: str, out_root: str) -> list[dict]:
+  """Prepares `folder` as JPEG q90 and as raw, on every core; ImageNet's time and disk from it."""
+  from input_pipeline import prepare
+  rows = []
+  for image_format in ("jpeg", "raw"):
+    out = os.path.join(out_root, image_format)
+    start = time.perf_counter()
+    manifest = prepare.prepare(f"folder:{folder}", out, image_format=image_format, quality=90,
+                               workers=os.cpu_count(), images_per_shard=1024)
+    seconds = time.perf_counter() - start
+    written = sum(manifest.examples.values())
+    disk = sum(os.path.getsize(os.path.join(out, f)) for f in os.listdir(out))
+    rate = written / seconds
+    rows.append({
+        "format": image_format, "quality": manifest.quality, "size": manifest.size,
+        "images": written, "seconds": round(seconds, 1), "cores": os.cpu_count(),
+        "images_per_sec": round(rate, 1),
+        "images_per_sec_per_core": round(rate / os.cpu_count(), 1),
+        "bytes_per_image": round(disk / written),
+        "imagenet_gb": round(disk / written * IMAGENET_IMAGES / 1e9, 1),
+        "imagenet_core_hours": round(IMAGENET_IMAGES / (rate / os.cpu_count()) / 3600, 1)})
+    print(json.dumps(rows[-1]), flush=True)
+  return rows
+
+
+def prepared_rows(out_root: str, *, batches: int, image_size: int,
+                  global_batch: int) -> list[dict]:
+  """The prepared formats read for an `image_size` model: in this process, then a worker per
+  core; and the on-device finish (crop, flip, lighting, normalise) of a batch on this machine's
+  first device."""
+  from input_pipeline import prepared
+  rows = []
+  cores = os.cpu_count()
+  for image_format in ("jpeg", "raw"):
+    # One core; then every core, as threads of this process or as worker processes.
+    for workers, threads in ((0, 1), (0, cores), (cores, 1)):
+      source = prepared.PreparedDataset(os.path.join(out_root, image_format),
+                                        image_size=image_size, workers=workers, threads=threads)
+      quality = source.manifest.quality
+      used = min(max(workers, 1) * threads, cores)
+      row = {"source": f"prepared {image_format}" + (f" q{quality}" if quality else ""),
+             "image_size": image_size, "stored_size": source.manifest.size,
+             "global_batch": global_batch, "workers": workers, "threads": threads,
+             "cores": used,
+             "host_work": "decode, copy uint8" if image_format == "jpeg" else "copy uint8"}
+      row.update(_rate(source, batches, global_batch=global_batch))
+      row["images_per_sec_per_core"] = round(row["images_per_sec_median"] / used, 1)
+      rows.append(row)
+      print(json.dumps(row), flush=True)
+  rows[-1]["device_finish_images_per_sec"] = device_finish_rate(source, global_batch)
+  return rows
+
+
+def device_finish_rate(source, global_batch: int) -> float:
+  """Images/s of the on-device crop, flip, lighting and normalisation of a global batch."""
+  import jax
   import numpy as np
-  from configs import default
+  from jax.sharding import NamedSharding, PartitionSpec as P
+  device = jax.devices()[0]
+  sharding = NamedSharding(jax.make_mesh((1,), ("data",), devices=[device]), P("data"))
+  finish, _ = source.device_transforms(sharding, seed=0)
+  size = source.manifest.size
+  images = jax.device_put(np.zeros((global_batch, size, size, 3), np.uint8), sharding)
+  milliseconds = step_timing.median_ms(lambda: finish(images, 0).block_until_ready(), 10)
+  return round(global_batch / (milliseconds / 1e3), 1)
 
-  config = default.for_scheme("single", 1, 1, global_batch_size=32)
-  config.model, config.image_size = "alexnet_owt", 224
-  step, _, _, _, _ = step_timing.compile_step(config, 1000)
-  times = step_timing.time_steps(step, steps)
-  return {"model": "alexnet_owt", "devices": 1, "batch": config.global_batch_size,
-          "images_per_sec_median": round(config.global_batch_size / float(np.median(times)), 1),
-          "steps": steps}
+
+def trainer_rows(out_root: str, *, batch: int, steps: int, dry_run: bool) -> list[dict]:
+  """main.py on the prepared JPEGs against the bare step of the same config, in this call."""
+  from configs import imagenet_single
+  from input_pipeline import prepared
+  config = imagenet_single.get_config()
+  classes = prepared.Manifest.read(os.path.join(out_root, "jpeg")).num_classes
+  model = "alexnet_owt_tiny" if dry_run else config.model
+  image_size = 64 if dry_run else config.image_size
+  overrides = (f"--config.dataset=prepared:{os.path.join(out_root, 'jpeg')}",
+               f"--config.model={model}", f"--config.image_size={image_size}",
+               "--config.dtype=bfloat16", f"--config.global_batch_size={batch}",
+               f"--config.num_train_steps={steps}", f"--config.log_every_steps={steps // 4}",
+               f"--config.eval_every_steps={steps}", f"--config.checkpoint_every_steps={steps}",
+               f"--config.eval_batch_size={batch}")
+  with tempfile.TemporaryDirectory() as workdirs:
+    run = main_runs.run_config("imagenet_single", workdirs, overrides=overrides)
+  config.update(model=model, image_size=image_size, dtype="bfloat16", global_batch_size=batch)
+  step = step_timing.measure(config, num_classes=classes, steps=20, warmup=3)
+  row = {"model": model, "dtype": "bfloat16", "batch": batch, "image_size": image_size,
+         "source": "prepared jpeg q90", "classes": classes,
+         "trainer_images_per_sec": run["train_images_per_sec_median"],
+         "step_images_per_sec": step["images_per_sec"],
+         "trainer_vs_step": round(run["train_images_per_sec_median"] / step["images_per_sec"], 3),
+         "steps": run["steps"], "wall_clock_s": run["wall_clock_s"]}
+  print(json.dumps(row), flush=True)
+  return [row]
 
 
 def main(argv):
   del argv
   from hybrid_parallel import models
   from hybrid_parallel.analysis import costmodel
+  dry = _DRY_RUN.value
+  images = 48 if dry else _IMAGES.value
+  batches = 2 if dry else _BATCHES.value
+  sections = _SECTIONS.value
   flops = costmodel.training_flops_per_image(models.ARCHITECTURES["alexnet_owt"], 224, 1000)
   result = {
-      "cpu_count": os.cpu_count(),
-      "pipelines": [measure_pipeline(n, _EXAMPLES.value, _BATCHES.value)
-                    for n in ("cifar10", "imagenet2012")],
-      "train_step_here": measure_train_step(_TRAIN_STEPS.value) if _TRAIN_STEPS.value else None,
+      "date": time.strftime("%Y-%m-%d"), "machine": platform.processor() or platform.machine(),
+      "cpu_count": os.cpu_count(), "benchmark_images": images,
+      "pipelines": [], "prepare": [], "trainer": [],
       "eight_h100_need": {
           "training_flops_per_image": round(flops / 1e9, 2) * 1e9,
           "assumed_mfu": CONVNET_MFU, "peak_flops_per_gpu": H100_BF16_PEAK,
           "images_per_sec": round(8 * H100_BF16_PEAK * CONVNET_MFU / flops)},
   }
+  work = tempfile.mkdtemp(prefix="input_pipeline_benchmark_")
+  try:
+    folder = os.path.join(work, "images")
+    jpegs = make_jpegs(folder, images)
+    if "tfds" in sections:
+      result["pipelines"].append(tfds_row(jpegs, batches=batches,
+                                          examples=GLOBAL_BATCH if dry else 2048))
+    if {"prepare", "prepared", "trainer"} & set(sections):
+      result["prepare"] = prepare_rows(folder, os.path.join(work, "prepared"))
+    if "prepared" in sections:
+      result["pipelines"] += prepared_rows(os.path.join(work, "prepared"), batches=batches,
+                                           image_size=64 if dry else 224,
+                                           global_batch=16 if dry else GLOBAL_BATCH)
+    if "trainer" in sections:
+      result["trainer"] = trainer_rows(os.path.join(work, "prepared"),
+                                       batch=16 if dry else _TRAINER_BATCH.value,
+                                       steps=8 if dry else _TRAINER_STEPS.value, dry_run=dry)
+  finally:
+    shutil.rmtree(work, ignore_errors=True)
   print(json.dumps(result, indent=1))
-  tables.publish(result, _OUT.value)
+  out = _OUT.value or (None if dry else os.path.join(tables.DOCS, "input_pipeline.json"))
+  if out:
+    tables.publish(result, out)
 
 
 if __name__ == "__main__":

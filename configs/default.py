@@ -82,12 +82,13 @@ def get_config() -> ml_collections.ConfigDict:
   # read from data_dir ("" = tfds's default, ~/tensorflow_datasets), downloaded there first when
   # tfds_download and the machine is online (imagenet2012 needs its archives put there by hand).
   # Or prepared:DIR, a dataset written once by `python -m input_pipeline.prepare` (ImageNet at
-  # accelerator speed: no TensorFlow, decoding in input_workers processes, -1 = one per host
-  # core, 0 = in the training process; augmentation on the devices).
+  # accelerator speed: no TensorFlow, augmentation on the devices). Its images decode on a
+  # thread per host core in the training process (input_workers = 0), or in that many worker
+  # processes.
   config.dataset = "digits"
   config.data_dir = ""
   config.tfds_download = True
-  config.input_workers = -1
+  config.input_workers = 0
   # tfds datasets only. Each split is read in input_shards even shards, one slice of every batch
   # each; processes read disjoint shards, so the number of processes must divide input_shards
   # and input_shards the batch sizes. The batches are the same for any such process count.

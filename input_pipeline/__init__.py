@@ -44,11 +44,11 @@ PREPARED = "prepared:"
 def load(name: str, *, image_size: int, seed: int = 0, synthetic_examples: int = 1024,
          synthetic_classes: int = 10, data_dir: str | None = None, download: bool = True,
          input_shards: int = 8, shuffle_buffer: int = 2048, pca_lighting_std: float = 0.1,
-         eval_crops: int = 1, input_workers: int = -1):
+         eval_crops: int = 1, input_workers: int = 0):
   """The source `name` at `image_size`; one clear UserError if it cannot be had.
 
   `seed`, `synthetic_examples`, `synthetic_classes`: the synthetic set (arrays.py);
-  `input_workers`: the prepared source's decoding processes (-1: one per host core); the rest:
+  `input_workers`: the prepared source's decoding processes (0: threads of this one); the rest:
   the tfds datasets (tfds_source.py, configs/default.py).
   """
   if name.startswith(PREPARED):

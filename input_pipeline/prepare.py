@@ -219,7 +219,9 @@ def _check_shard(path: str, *, labels: list, settings: Settings) -> None:
 def write_shard(path: str, items, *, settings: Settings, encode) -> dict:
   """Writes the records of `items` to `path` (via path.partial), checked; returns its sidecar."""
   from array_record.python import array_record_module
-  writer = array_record_module.ArrayRecordWriter(path + ".partial", "group_size:1")
+  # One record per chunk (any image one seek away), stored as is: JPEG does not compress
+  # further, and raw's point is that reading it costs nothing but the copy.
+  writer = array_record_module.ArrayRecordWriter(path + ".partial", "group_size:1,uncompressed")
   labels, skipped = [], []
   try:
     for example_id, record, why in encode(items):
@@ -320,28 +322,33 @@ def _encode_with(item_and_settings):
   return _encode(*item_and_settings)
 
 
-_SOURCE = flags.DEFINE_string("source", None, "imagenet2012, imagenette/320px-v2 or folder:PATH.")
-_OUT = flags.DEFINE_string("out", None, "The directory to write.")
-_FORMAT = flags.DEFINE_enum("format", "jpeg", prepared.FORMATS, "How images are stored.")
-_QUALITY = flags.DEFINE_integer("quality", 90, "JPEG quality (--format=jpeg).")
-_SIZE = flags.DEFINE_integer("size", 256, "Stored side: 256 for a 224 model.")
-_PER_SHARD = flags.DEFINE_integer("images_per_shard", 4096, "Images per ArrayRecord file.")
-_WORKERS = flags.DEFINE_integer("workers", os.cpu_count(), "Processes that decode and encode.")
-_DATA_DIR = flags.DEFINE_string("data_dir", None, "tfds's data directory (tfds sources).")
-flags.mark_flags_as_required(["source", "out"])
+def _define_flags() -> None:
+  """The command line's flags: defined only when run as a program, so that importing this module
+  (the benchmarks, the tests) leaves absl's flag names free."""
+  flags.DEFINE_string("source", None, "imagenet2012, imagenette/320px-v2 or folder:PATH.")
+  flags.DEFINE_string("out", None, "The directory to write.")
+  flags.DEFINE_enum("format", "jpeg", prepared.FORMATS, "How images are stored.")
+  flags.DEFINE_integer("quality", 90, "JPEG quality (--format=jpeg).")
+  flags.DEFINE_integer("size", 256, "Stored side: 256 for a 224 model.")
+  flags.DEFINE_integer("images_per_shard", 4096, "Images per ArrayRecord file.")
+  flags.DEFINE_integer("workers", os.cpu_count(), "Processes that decode and encode.")
+  flags.DEFINE_string("data_dir", None, "tfds's data directory (tfds sources).")
+  flags.mark_flags_as_required(["source", "out"])
 
 
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+  given = flags.FLAGS
   try:
-    prepare(_SOURCE.value, _OUT.value, image_format=_FORMAT.value, quality=_QUALITY.value,
-            size=_SIZE.value, images_per_shard=_PER_SHARD.value, workers=_WORKERS.value,
-            data_dir=_DATA_DIR.value)
+    prepare(given.source, given.out, image_format=given.format, quality=given.quality,
+            size=given.size, images_per_shard=given.images_per_shard, workers=given.workers,
+            data_dir=given.data_dir)
   except UserError as e:
     print(f"error: {e}", file=sys.stderr)
     sys.exit(1)
 
 
 if __name__ == "__main__":
+  _define_flags()
   app.run(main)

@@ -17,9 +17,10 @@ step s is the s-th slice of a fresh permutation of the training images per epoch
 function of (seed, s), as for the in-memory datasets (arrays.train_indices), so the *position* a
 checkpoint stores is the step, batches are the same on any mesh and process count, and a restart
 continues exactly, across epoch boundaries too. Each process reads only its rows. The host decodes
-and copies uint8 at the stored size; Grain's worker processes (`input_workers`, one per host core
-by default) each produce whole batches, in step order. Cropping, flipping, PCA lighting and
-normalisation happen on the devices (device_augment.py). No TensorFlow is needed.
+and copies uint8 at the stored size, with Grain: a thread per host core in the training process
+by default, or `input_workers` worker processes; either way whole batches, in step order.
+Cropping, flipping, PCA lighting and normalisation happen on the devices (device_augment.py).
+No TensorFlow is needed.
 """
 
 import dataclasses
@@ -62,17 +63,20 @@ def record_label(record: bytes) -> int:
 
 def decode_record(record: bytes, *, image_format: str, size: int,
                   out_HWC: np.ndarray | None = None) -> int:
-  """Writes the record's image into `out_HWC` (uint8 size×size×3) and returns its label."""
+  """Writes the record's image into `out_HWC` (uint8 size×size×3) and returns its label.
+
+  JPEGs decode with simplejpeg (libjpeg-turbo) straight into `out_HWC`: the same pixels as
+  Pillow's decoder, in ~60% of its time per image, as Pillow's path to a NumPy array copies
+  the image twice (docs/input_pipeline.md)."""
   (label,) = _LABEL.unpack_from(record)
   payload = memoryview(record)[_LABEL.size:]
+  if out_HWC is None:
+    out_HWC = np.empty((size, size, 3), np.uint8)
   if image_format == "raw":
-    image = np.frombuffer(payload, np.uint8).reshape(size, size, 3)
+    out_HWC[...] = np.frombuffer(payload, np.uint8).reshape(size, size, 3)
   else:
-    from PIL import Image
-    with Image.open(io.BytesIO(payload)) as jpeg:
-      image = np.asarray(jpeg.convert("RGB"))
-  if out_HWC is not None:
-    out_HWC[...] = image
+    import simplejpeg
+    simplejpeg.decode_jpeg(payload, colorspace="RGB", buffer=out_HWC)
   return label
 
 
@@ -164,9 +168,11 @@ class _Batches:
     ids, weights = self.rows_of(index)
     images = np.empty((len(ids), self.size, self.size, 3), np.uint8)
     labels = np.empty(len(ids), np.int32)
-    for i, record in enumerate(self._source.__getitems__(ids.tolist())):  # one read per file
-      labels[i] = decode_record(record, image_format=self.image_format, size=self.size,
-                                out_HWC=images[i])
+    for i, index in enumerate(ids.tolist()):
+      # One read per record: ArrayRecord's batched read (__getitems__) measured 2-4× slower
+      # per image here, on files in the page cache.
+      labels[i] = decode_record(self._source[index], image_format=self.image_format,
+                                size=self.size, out_HWC=images[i])
     return (images, labels) if weights is None else (images, labels, weights)
 
 
@@ -199,8 +205,8 @@ class PreparedDataset:
 
   positions_are_steps = True
 
-  def __init__(self, directory: str, *, image_size: int, workers: int = -1,
-               pca_lighting_std: float = 0.1, eval_crops: int = 1):
+  def __init__(self, directory: str, *, image_size: int, workers: int = 0,
+               threads: int | None = None, pca_lighting_std: float = 0.1, eval_crops: int = 1):
     self.directory = directory
     self.manifest = Manifest.read(directory)
     self.name = f"prepared:{directory}"
@@ -211,7 +217,11 @@ class PreparedDataset:
     if eval_crops not in (1, 10):
       raise UserError(f"eval_crops must be 1 or 10, got {eval_crops}.")
     self.image_size, self.pca_stddev, self.eval_crops = image_size, pca_lighting_std, eval_crops
-    self.workers = os.cpu_count() if workers == -1 else workers
+    # Reading and decoding release the GIL, so threads of the training process use every core
+    # (workers = 0, the default: fastest on the 2-core machine, docs/input_pipeline.md); worker
+    # processes, one thread each, are there for hosts where the GIL would bind the threads.
+    self.workers = workers
+    self.threads = threads or (os.cpu_count() if workers == 0 else 1)
     self.num_classes = self.manifest.num_classes
     self.channels = 3
     self.num_train = self.manifest.examples["train"]
@@ -227,7 +237,9 @@ class PreparedDataset:
     import grain
     batches = _Batches(self._paths(split), rows_of=rows_of,
                        image_format=self.manifest.image_format, size=self.manifest.size)
-    dataset = grain.MapDataset.range(first, first + count).map(batches).to_iter_dataset()
+    # A few batches ahead per decoding process, not Grain's default of 500 (50 MB each at 256²).
+    read = grain.ReadOptions(num_threads=self.threads, prefetch_buffer_size=2 * self.threads)
+    dataset = grain.MapDataset.range(first, first + count).map(batches).to_iter_dataset(read)
     if self.workers > 0:
       dataset = dataset.mp_prefetch(grain.MultiprocessingOptions(num_workers=self.workers))
     return iter(dataset)
