@@ -246,17 +246,38 @@ def large_batch_grid(results) -> str:
 
 
 def input_pipeline(result) -> str:
-  """Images/s of the tfds pipeline alone, beside the training step it feeds."""
-  what = {"cifar10": "crop, flip, normalise (decoded once, cached)",
-          "imagenet2012": "decode, resize to 256, crop 224, flip, lighting, normalise"}
-  lines = _header("source", "per image", "images/s (median)")
+  """Images/s of each input path alone at global batch 256, per host core, and the training step
+  they feed on the same machine."""
+  lines = _header("source", "host's work per image", "decoding on", "images/s (median)",
+                  "per core")
   for p in result["pipelines"]:
-    lines.append(f"| {p['source']} ({p['image_size']}², batch {p['global_batch']}) | "
-                 f"{what.get(p['source'], '')} | {p['images_per_sec_median']:,.0f} |")
-  step = result.get("train_step_here")
-  if step:
-    lines.append(f"| the training step it feeds: single-device `{step['model']}`, batch "
-                 f"{step['batch']}, 224², float32 | | {step['images_per_sec_median']} |")
+    lines.append(f"| {p['source']} | {p['host_work']} | {_decoding_on(p)} | "
+                 f"{p['images_per_sec_median']:,.0f} | {p['images_per_sec_per_core']:,.0f} |")
+  finish = [p["device_finish_images_per_sec"] for p in result["pipelines"]
+            if "device_finish_images_per_sec" in p]
+  if finish:
+    lines.append(f"| on the device (here this CPU): crop 224, flip, lighting, normalise | | | "
+                 f"{finish[0]:,.0f} | |")
+  return "\n".join(lines)
+
+
+def _decoding_on(row) -> str:
+  if "threads" not in row:
+    return f"tf.data, {row['cores']} cores"
+  if row["workers"]:
+    return f"{row['workers']} worker processes"
+  return f"{row['threads']} thread" + ("s" if row["threads"] > 1 else "")
+
+
+def input_pipeline_prepare(result) -> str:
+  """`python -m input_pipeline.prepare` on the benchmark's photographs, and ImageNet from it."""
+  lines = _header("format", "images/s (all cores)", "per core", "bytes per image",
+                  "ImageNet on disk", "ImageNet core-hours")
+  for p in result["prepare"]:
+    name = f"JPEG q{p['quality']}" if p["format"] == "jpeg" else "raw uint8"
+    lines.append(f"| {name}, {p['size']}² | {p['images_per_sec']:,.0f} | "
+                 f"{p['images_per_sec_per_core']:,.0f} | {p['bytes_per_image']:,} | "
+                 f"{p['imagenet_gb']:,.1f} GB | {p['imagenet_core_hours']:,.1f} |")
   return "\n".join(lines)
 
 
@@ -517,6 +538,7 @@ SOURCES = {
     "large_batch_grid": (large_batch_grid, "large_batch.json"),
     "large_batch_summary": (large_batch_summary, "large_batch.json"),
     "input_pipeline": (input_pipeline, "input_pipeline.json"),
+    "input_pipeline_prepare": (input_pipeline_prepare, "input_pipeline.json"),
     "table1": (table1, "table1.json"),
     "owt_variants": (owt_variants, "owt_variants.json"),
     "pytorch_reference": (pytorch_reference,
