@@ -165,6 +165,19 @@ class PreparedSourceTest(absltest.TestCase):
     with self.assertRaisesRegex(UserError, "already holds a preparation made with"):
       prepare.prepare(f"folder:{self.folder}", out, image_format="raw", size=STORED)
 
+  def test_a_tfds_dataset_prepares_through_tfds_own_reader(self):
+    import tensorflow_datasets as tfds
+    out = os.path.join(self.tmp, "imagenette")
+    with tfds.testing.mock_data(num_examples=7):  # tfds's random JPEGs, no download
+      manifest = prepare.prepare("imagenette/320px-v2", out, size=STORED, images_per_shard=3)
+    self.assertEqual((manifest.examples, manifest.num_classes), ({"train": 7, "eval": 7}, 10))
+    self.assertEqual(manifest.files["train"], [prepared.shard_file("train", k, 3)
+                                               for k in range(3)])
+    source = input_pipeline.load(f"prepared:{out}", image_size=16, input_workers=0)
+    images, labels, _ = host_batches(source, 7, position=0, steps=1)[0]
+    self.assertEqual(images.shape, (7, STORED, STORED, 3))
+    self.assertTrue(set(labels) <= set(range(10)))
+
   def test_bad_input_gets_one_sentence(self):
     missing = os.path.join(self.tmp, "nowhere")
     for name, message in ((f"prepared:{missing}", "does not exist; make it with"),
