@@ -33,7 +33,7 @@ import sys
 import numpy as np
 
 from hybrid_parallel.errors import UserError
-from input_pipeline import arrays
+from input_pipeline import arrays, imagenet_stats
 
 MANIFEST = "prepared.json"
 FORMATS = ("jpeg", "raw")
@@ -168,10 +168,10 @@ class _Batches:
     ids, weights = self.rows_of(index)
     images = np.empty((len(ids), self.size, self.size, 3), np.uint8)
     labels = np.empty(len(ids), np.int32)
-    for i, index in enumerate(ids.tolist()):
+    for i, record_id in enumerate(ids.tolist()):
       # One read per record: ArrayRecord's batched read (__getitems__) measured 2-4× slower
       # per image here, on files in the page cache.
-      labels[i] = decode_record(self._source[index], image_format=self.image_format,
+      labels[i] = decode_record(self._source[record_id], image_format=self.image_format,
                                 size=self.size, out_HWC=images[i])
     return (images, labels) if weights is None else (images, labels, weights)
 
@@ -203,8 +203,6 @@ class _EvalRows:
 class PreparedDataset:
   """The source `prepared:DIR` (see the module docstring)."""
 
-  positions_are_steps = True
-
   def __init__(self, directory: str, *, image_size: int, workers: int = 0,
                threads: int | None = None, pca_lighting_std: float = 0.1, eval_crops: int = 1):
     self.directory = directory
@@ -213,7 +211,7 @@ class PreparedDataset:
     if image_size > self.manifest.size:
       raise UserError(f"image_size {image_size} is larger than the {self.manifest.size}² images "
                       f"prepared in {directory!r}; prepare them with --size="
-                      f"{round(image_size * 256 / 224)} or train at most at {self.manifest.size}.")
+                      f"{imagenet_stats.resize_size(image_size)} or train at most at {self.manifest.size}.")
     if eval_crops not in (1, 10):
       raise UserError(f"eval_crops must be 1 or 10, got {eval_crops}.")
     self.image_size, self.pca_stddev, self.eval_crops = image_size, pca_lighting_std, eval_crops
@@ -232,7 +230,8 @@ class PreparedDataset:
     return tuple(os.path.join(self.directory, f) for f in self.manifest.files[split])
 
   def _read(self, split: str, rows_of, *, first: int, count: int):
-    """Grain: elements first..first+count-1 of `rows_of`, decoded by the worker processes."""
+    """Grain: the batches first..first+count-1 that `rows_of` names, decoded by this process's
+    threads or by worker processes, in order."""
     _prepare_for_grain()
     import grain
     batches = _Batches(self._paths(split), rows_of=rows_of,
