@@ -46,6 +46,9 @@ _SECTIONS = flags.DEFINE_list("sections", ["tfds", "prepare", "prepared"],
                               f"Which of {', '.join(SECTIONS)} to run.")
 _IMAGES = flags.DEFINE_integer("images", 768, "Benchmark JPEGs made (train; a tenth more eval).")
 _BATCHES = flags.DEFINE_integer("batches", 30, "Timed global batches per source.")
+_PHOTOS_DIR = flags.DEFINE_string(
+    "photos_dir", None, "A folder of JPEG photographs to cut the benchmark images from (default: "
+    "the ones scikit-learn and matplotlib install; for a host without those).")
 _TRAINER_BATCH = flags.DEFINE_integer("trainer_batch", 256, "Global batch of the trainer rows.")
 _TRAINER_STEPS = flags.DEFINE_integer("trainer_steps", 200, "main.py steps in the trainer rows.")
 _DRY_RUN = flags.DEFINE_boolean("dry_run", False, "Tiny sizes: checks the script, measures "
@@ -65,25 +68,31 @@ H100_BF16_PEAK = 989e12  # FLOP/s, dense (NVIDIA's H100 SXM datasheet)
 CONVNET_MFU = 0.15
 
 
-def photographs():
-  """The real photographs installed with scikit-learn and matplotlib, as uint8 RGB arrays."""
-  import matplotlib
+def photographs(folder: str | None = None):
+  """The JPEGs of `folder`, or the real photographs installed with scikit-learn and matplotlib,
+  as uint8 RGB arrays."""
   import numpy as np
-  import sklearn
   from PIL import Image
-  paths = [os.path.join(os.path.dirname(sklearn.__file__), "datasets", "images", name)
-           for name in ("china.jpg", "flower.jpg")]
-  paths.append(os.path.join(matplotlib.get_data_path(), "sample_data", "grace_hopper.jpg"))
+  if folder:
+    paths = sorted(os.path.join(folder, f) for f in os.listdir(folder)
+                   if f.lower().endswith((".jpg", ".jpeg")))
+  else:
+    import matplotlib
+    import sklearn
+    paths = [os.path.join(os.path.dirname(sklearn.__file__), "datasets", "images", name)
+             for name in ("china.jpg", "flower.jpg")]
+    paths.append(os.path.join(matplotlib.get_data_path(), "sample_data", "grace_hopper.jpg"))
   return [np.asarray(Image.open(p).convert("RGB")) for p in paths]
 
 
-def make_jpegs(root: str, count: int, *, classes: int = 10) -> list[bytes]:
+def make_jpegs(root: str, count: int, *, classes: int = 10,
+               photos_dir: str | None = None) -> list[bytes]:
   """`count` train and count // 10 val JPEGs (q90) in root/{train,val}/CLASS, each a random
   window of a photograph resized to one of PHOTO_SIZES; returns the train JPEGs' bytes."""
   import numpy as np
   from PIL import Image
   rng = np.random.default_rng(0)
-  photos = photographs()
+  photos = photographs(photos_dir)
   train = []
   for split, n in (("train", count), ("val", max(classes, count // 10))):
     for i in range(n):
@@ -282,7 +291,7 @@ def main(argv):
   work = tempfile.mkdtemp(prefix="input_pipeline_benchmark_")
   try:
     folder = os.path.join(work, "images")
-    jpegs = make_jpegs(folder, images)
+    jpegs = make_jpegs(folder, images, photos_dir=_PHOTOS_DIR.value)
     if "tfds" in sections:
       result["pipelines"].append(tfds_row(jpegs, batches=batches,
                                           examples=GLOBAL_BATCH if dry else 2048))

@@ -322,7 +322,7 @@ def _encode_with(item_and_settings):
   return _encode(*item_and_settings)
 
 
-def _define_flags() -> None:
+def define_flags() -> None:
   """The command line's flags: defined only when run as a program, so that importing this module
   (the benchmarks, the tests) leaves absl's flag names free."""
   flags.DEFINE_string("source", None, "imagenet2012, imagenette/320px-v2 or folder:PATH.")
@@ -350,5 +350,5 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  _define_flags()
+  define_flags()
   app.run(main)

@@ -30,7 +30,8 @@ PLACEHOLDERS = {"N": "2", "I": "0"}
 
 
 def commands_in(text: str):
-  """(program, argv) of each `python -m benchmarks.X ...` / `python main.py ...` in a page.
+  """(program, argv) of each `python -m benchmarks.X ...`, `python -m input_pipeline.prepare ...`
+  and `python main.py ...` in a page.
 
   Commands are read from code blocks (a trailing backslash continues a line; `#` starts a
   comment) and from inline code spans (which may wrap). One naming a placeholder program or
@@ -41,7 +42,8 @@ def commands_in(text: str):
   lines += [span.replace("\n", " ") for span in re.findall(r"`([^`]+)`", outside_blocks)]
   for line in lines:
     line = line.split(" #")[0]
-    for found in re.finditer(r"python (?:-m (benchmarks\.\w+)|(main\.py))((?:\s+--\S+)*)", line):
+    for found in re.finditer(r"python (?:-m (benchmarks\.\w+|input_pipeline\.prepare)|(main\.py))"
+                             r"((?:\s+--\S+)*)", line):
       program, argv = found.group(1) or found.group(2), found.group(3).split()
       if "NAME" in program or any("NAME" in arg for arg in argv):
         continue
@@ -167,6 +169,20 @@ class BenchmarksTest(absltest.TestCase):
       output, errors = process.communicate(timeout=300)
       self.assertEqual(process.returncode, 0, f"{argv}: {errors[-2000:]}")
       self.assertIn('"mesh"', output, argv)
+
+  def test_every_prepare_command_in_the_docs_parses(self):
+    # With flags: a command (a bare `python -m input_pipeline.prepare` names the program).
+    commands = [argv for _, program, argv in documented_commands()
+                if program == "input_pipeline.prepare" and argv]
+    self.assertGreaterEqual(len(commands), 3)  # docs/input_pipeline.md's two, the README's.
+    code = ("import json, sys\nfrom absl import flags\nfrom input_pipeline import prepare\n"
+            "prepare.define_flags()\nfor argv in json.loads(sys.argv[1]):\n"
+            "  flags.FLAGS.unparse_flags()\n  flags.FLAGS(['prepare', *argv])\n"
+            "print('accepted', len(json.loads(sys.argv[1])))\n")
+    run = subprocess.run([sys.executable, "-c", code, json.dumps(commands)], cwd=ROOT,
+                         capture_output=True, text=True, timeout=300)
+    self.assertEqual(run.returncode, 0, run.stderr[-2000:])
+    self.assertIn(f"accepted {len(commands)}", run.stdout)
 
   def test_commands_are_read_from_spans_blocks_and_continued_lines(self):
     text = ("Run `python -m benchmarks.comm_volume --all\n  --paper_sizes` (or not).\n"
