@@ -11,9 +11,10 @@ sizes (224², 1000 classes, the config's global batch), compiles it for TPU and 
 compiled (or the one-sentence reason), HBM per core (arguments + temporaries + outputs − aliased,
 XLA's memory analysis) against the core's HBM, the collective bytes each device sends read from
 the TPU HLO (analysis/hlo_stats.py) against the analytic minimum (analysis/costmodel.py), and an
-estimated step time: XLA's `optimal_seconds` where it is positive and not below the FLOPs ÷ the
-chip's stated peak, else that compute floor (each row says which). Nothing here is measured on a
-TPU. Rows are merged into --out/tpu.json by (topology, config, dtype), so a run may add to it.
+estimated step time: XLA's `optimal_seconds` where it is positive and not below the largest of
+the floors — FLOPs ÷ the stated peak, and where the bandwidths are stated (v5e, v6e) bytes
+accessed ÷ HBM bandwidth and collective bytes ÷ one-way ICI bandwidth — else that floor (each row
+says which). Nothing here is measured on a TPU. Rows are merged into --out/tpu.json by (topology, config, dtype), so a run may add to it.
 
   python -m benchmarks.tpu_compile --choices        # on the first topology given
   python -m benchmarks.tpu_compile --largest_batch
@@ -25,6 +26,7 @@ largest power-of-two global batch whose step fits the device's HBM, for `single`
 bfloat16. Both go to tpu_choices.json.
 """
 
+import dataclasses
 import importlib
 import json
 import os
@@ -34,11 +36,22 @@ from absl import app, flags
 
 from benchmarks import tables
 
-# topology name -> (stated bfloat16 peak FLOP/s per device, HBM bytes per device). A device is a
-# TensorCore on v2 (two per chip) and a chip on v4 (megacore), v5e and v6e (Google Cloud's TPU
-# pages: v2 45 TFLOP/s and 16 GiB per chip; v4 275 / 32 GiB; v5e 197 / 16 GiB; v6e 918 / 32 GiB).
-TOPOLOGIES = {"v2:2x2": (22.5e12, 8 * 2**30), "v4:2x2x1": (275e12, 32 * 2**30),
-              "v5e:2x4": (197e12, 16 * 2**30), "v6e:2x2": (918e12, 32 * 2**30)}
+@dataclasses.dataclass(frozen=True)
+class Device:
+  """What Google Cloud's TPU pages state for one device of a topology (a TensorCore on v2, two
+  per chip; a chip on v4 — megacore —, v5e and v6e). Bandwidths that this project has not found
+  stated are None, and the floors that need them are left out."""
+  peak_flops: float  # bfloat16
+  hbm_bytes: int
+  hbm_bytes_per_s: float | None = None
+  ici_bytes_per_s: float | None = None  # one way: half the stated bidirectional figure
+
+
+# v2: 45 TFLOP/s and 16 GiB per chip; v4: 275 TFLOP/s, 32 GiB; v5e: 197 TFLOP/s, 16 GiB, HBM
+# 819 GB/s, ICI 400 GB/s bidirectional; v6e: 918 TFLOP/s, 32 GiB, HBM 1,638 GB/s, ICI 800 GB/s.
+TOPOLOGIES = {"v2:2x2": Device(22.5e12, 8 * 2**30), "v4:2x2x1": Device(275e12, 32 * 2**30),
+              "v5e:2x4": Device(197e12, 16 * 2**30, 819e9, 200e9),
+              "v6e:2x2": Device(918e12, 32 * 2**30, 1638e9, 400e9)}
 CONFIGS = ("single", "data2", "data4", "model2", "hybrid4", "owt8", "owt8:b", "owt8:c",
            "averaging4", "large_batch")
 
@@ -73,7 +86,7 @@ def compile_row(topology: str, name: str, dtype: str, *, devices, **overrides) -
   from hybrid_parallel.analysis import costmodel, hlo_stats
   from hybrid_parallel.errors import UserError
 
-  peak, hbm = TOPOLOGIES[topology]
+  device = TOPOLOGIES[topology]
   config = _config(name, dtype, **overrides)
   row = {"topology": topology, "config": name, "dtype": dtype,
          "device_kind": devices[0].device_kind, "devices": len(devices),
@@ -93,7 +106,10 @@ def compile_row(topology: str, name: str, dtype: str, *, devices, **overrides) -
     return {**row, "compiled": False, "reason": " ".join(str(e).split())[:300]}
   memory, cost = compiled.memory_analysis(), compiled.cost_analysis() or {}
   hlo = compiled.as_text()
-  sent = sum(s.bytes_per_device for s in hlo_stats.collective_stats(hlo, len(devices)).values())
+  # Per device of the mesh, which may be fewer than the topology's: a permute's bytes are shared
+  # among the devices that take part, not the idle ones.
+  sent = sum(s.bytes_per_device
+             for s in hlo_stats.collective_stats(hlo, plan.data * plan.model).values())
   # Gradients are float32 (the parameters' dtype) and activations the compute dtype's width.
   analytic = {width: costmodel.traffic(models.ARCHITECTURES[config.model], plan,
                                        global_batch=batch, image_size=224, num_classes=1000,
@@ -102,19 +118,27 @@ def compile_row(topology: str, name: str, dtype: str, *, devices, **overrides) -
   analytic_bytes = analytic[4].gradients + analytic[jnp.dtype(dtype).itemsize].activations
   hbm_bytes = (memory.argument_size_in_bytes + memory.temp_size_in_bytes +
                memory.output_size_in_bytes - memory.alias_size_in_bytes)
-  # cost_analysis counts one device's program.
-  compute_floor_s = cost.get("flops", 0.0) / peak
+  # cost_analysis counts one device's program. Lower bounds on its time: its FLOPs at the
+  # stated peak, its bytes at the HBM bandwidth, the bytes it sends at the ICI bandwidth.
+  floors = {"flops / stated peak": cost.get("flops", 0.0) / device.peak_flops}
+  if device.hbm_bytes_per_s:
+    floors["bytes accessed / HBM bandwidth"] = (cost.get("bytes accessed", 0.0)
+                                                / device.hbm_bytes_per_s)
+  if device.ici_bytes_per_s:
+    floors["collective bytes / ICI bandwidth"] = sent / device.ici_bytes_per_s
+  bound, floor_s = max(floors.items(), key=lambda item: item[1])
   optimal = cost.get("optimal_seconds")
-  sane = optimal is not None and optimal > 0 and optimal >= compute_floor_s
-  step_s = optimal if sane else compute_floor_s
+  sane = optimal is not None and optimal > 0 and optimal >= floor_s
+  step_s = optimal if sane else floor_s
   return {**row, "compiled": True, "compile_s": round(time.perf_counter() - start, 1),
           "mesh": [plan.data, plan.model], "hbm_gib": round(hbm_bytes / 2**30, 3),
-          "hbm_fits": hbm_bytes <= hbm, "collective_mb": round(sent / 1e6, 2),
+          "hbm_fits": hbm_bytes <= device.hbm_bytes, "collective_mb": round(sent / 1e6, 2),
           "analytic_mb": round(analytic_bytes / 1e6, 2),
           "xla_optimal_ms": None if optimal is None else round(1e3 * optimal, 2),
-          "compute_floor_ms": round(1e3 * compute_floor_s, 2),
+          "compute_floor_ms": round(1e3 * floors["flops / stated peak"], 2),
+          "floors_ms": {name: round(1e3 * value, 3) for name, value in floors.items()},
           "estimated_step_ms": round(1e3 * step_s, 2),
-          "estimate": "xla optimal_seconds" if sane else "flops / stated peak",
+          "estimate": "xla optimal_seconds" if sane else bound,
           "estimated_images_per_sec": round(batch / step_s) if step_s else None}
 
 

@@ -119,6 +119,16 @@ ENTRY %main (p: f32[512,9216]) -> f32[144,9216] {
     self.assertEqual(stats["reduce-scatter"].ops, 1)
     self.assertEqual(stats["reduce-scatter"].bytes_per_device, 3 * 144 * 9216 * 4)
 
+  def test_an_async_permute_with_context_scalars_counts_its_result(self):
+    # From averaging4's butterfly compiled for TPU v5e (libtpu 0.0.42.1): the start's tuple is
+    # (operand, result, u32[] context, u32[] context); four of the 8 devices send the result.
+    line = ("  %collective-permute-start.13 = (f32[4096,4096]{1,0:T(8,128)}, "
+            "f32[4096,4096]{1,0:T(8,128)}, u32[]{:S(2)}, u32[]{:S(2)}) collective-permute-start("
+            "%get-tuple-element.412), channel_id=1, source_target_pairs={{0,1},{1,0},{2,3},{3,2}}")
+    stats = hlo_stats.collective_stats(line, 8)["collective-permute"]
+    self.assertEqual((stats.ops, stats.payload_bytes), (1, 4096 * 4096 * 4))
+    self.assertEqual(stats.bytes_per_device, 4096 * 4096 * 4 * 4 / 8)
+
   def test_xla_cpu_runs_collectives_synchronously(self):
     hlo = compiled_hlo(lambda x: jax.lax.psum(x, "model"))
     self.assertEqual(hlo_stats.collective_stats(hlo, 8)["all-reduce"].ops, 1)

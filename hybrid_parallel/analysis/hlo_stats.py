@@ -77,6 +77,15 @@ def _sources(line: str) -> list[int]:
   return [int(src) for src in re.findall(r"\{(\d+),\d+", pairs.group(1) + "}")] if pairs else []
 
 
+def _async_result(shape: str) -> str:
+  """The result half of an async start's tuple `(operands..., results...[, contexts])`. TPU v5e
+  and v6e's collective-permute-start ends with two u32[] context scalars, which are neither."""
+  parts = re.findall(r"[a-z]+\d*\[[\d,]*\]", shape)
+  while parts and parts[-1] == "u32[]":
+    parts.pop()
+  return " ".join(parts[len(parts) // 2:])
+
+
 def _scan(hlo_text: str, num_devices: int):
   """(per-kind stats, per-kind list of the bytes each device sends)."""
   stats = {kind: KindStats() for kind in KINDS}
@@ -93,9 +102,7 @@ def _scan(hlo_text: str, num_devices: int):
     kind = m.group("kind")
     shape = m.group("shape")
     if m.group("start") and shape.startswith("("):
-      # Async starts return (operands..., results...): keep the result half.
-      parts = re.findall(r"[a-z]+\d*\[[\d,]*\]", shape)
-      shape = " ".join(parts[len(parts) // 2:])
+      shape = _async_result(shape)
     n = shape_bytes(shape)
     if kind == "all-reduce" and computation.startswith(_FUSED_REDUCE_SCATTER):
       kind = "reduce-scatter"
