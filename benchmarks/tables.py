@@ -271,8 +271,9 @@ def _decoding_on(row) -> str:
 
 def input_pipeline_prepare(result) -> str:
   """`python -m input_pipeline.prepare` on the benchmark's photographs, and ImageNet from it."""
-  lines = _header("format", "images/s (all cores)", "per core", "bytes per image",
-                  "ImageNet on disk", "ImageNet core-hours")
+  lines = _header("format", "images/s (all cores, pool start included)",
+                  "per core (timed apart)", "bytes per image", "ImageNet on disk",
+                  "ImageNet core-hours")
   for p in result["prepare"]:
     name = f"JPEG q{p['quality']}" if p["format"] == "jpeg" else "raw uint8"
     lines.append(f"| {name}, {p['size']}² | {p['images_per_sec']:,.0f} | "

@@ -135,7 +135,6 @@ def compile_row(topology: str, name: str, dtype: str, *, devices, **overrides) -
           "hbm_fits": hbm_bytes <= device.hbm_bytes, "collective_mb": round(sent / 1e6, 2),
           "analytic_mb": round(analytic_bytes / 1e6, 2),
           "xla_optimal_ms": None if optimal is None else round(1e3 * optimal, 2),
-          "compute_floor_ms": round(1e3 * floors["flops / stated peak"], 2),
           "floors_ms": {name: round(1e3 * value, 3) for name, value in floors.items()},
           "estimated_step_ms": round(1e3 * step_s, 2),
           "estimate": "xla optimal_seconds" if sane else bound,

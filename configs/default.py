@@ -96,8 +96,9 @@ def get_config() -> ml_collections.ConfigDict:
   # imagenet2012 only (the others are cached and shuffled whole): records in each shard's
   # shuffle buffer (encoded JPEGs, ~110 kB each).
   config.shuffle_buffer = 2048
-  # ImageNet-style augmentation (tfds ImageNet sources and prepared:DIR): the σ of Krizhevsky's PCA colour noise (0 turns it off), and
-  # evaluation on the centre crop (1) or on ten crops with their softmaxes averaged (10).
+  # ImageNet-style augmentation (tfds ImageNet sources and prepared:DIR): the σ of Krizhevsky's
+  # PCA colour noise (0 turns it off), and evaluation on the centre crop (1) or on ten crops with
+  # their softmaxes averaged (10).
   config.pca_lighting_std = 0.1
   config.eval_crops = 1
   # Images per step over all devices: 128 for a quick run; Yadan et al. use 256 in every

@@ -16,9 +16,9 @@ ImageNet recipe, untested.
 
 Expected time on 8 GPUs: not measured. The steps alone need at least 90 epochs ÷ (8 × one H200's
 bare step, 69,037 images/s at batch 256 each) ≈ 3.5 min, which would take ~550k images/s of
-input: a 16-core host decodes ~59,000 images/s from JPEG q90 and ~165,000 from raw uint8 at
+input: a 16-core host decodes ~57,000 images/s from JPEG q90 and ~166,000 from raw uint8 at
 the per-core rates measured here (docs/input_pipeline.md), so the input sets the time: about
-33 min from JPEG, 12 min from raw, on such a host.
+34 min from JPEG, 12 min from raw, on such a host.
 """
 
 from configs import default

@@ -18,9 +18,9 @@ Not yet measured here.
 Expected time on one H200: at least 28 min (90 epochs × 1,281,167 images at the bare bfloat16
 step's 69,037 images/s at batch 256, docs/gpu.md); main.py there reached 25,362 images/s on
 synthetic data before its input moved to a background thread (76 min at that rate). The input:
-prepared JPEG q90 decodes 3,700 images/s per core here (docs/input_pipeline.md), so a 16-core
-host feeds ~59,000 images/s, 86% of the step (33 min); raw uint8 (10,300 per core) does not
-limit it. Preparing ImageNet takes ~1.7 core-hours and 24.9 GB (raw: 262 GB).
+prepared JPEG q90 decodes 3,581 images/s per core here (docs/input_pipeline.md), so a 16-core
+host feeds ~57,000 images/s, 83% of the step (34 min); raw uint8 (10,394 per core) does not
+limit it. Preparing ImageNet takes ~1.0 core-hour and 24.9 GB (raw: 262 GB).
 """
 
 from configs import default

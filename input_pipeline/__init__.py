@@ -3,7 +3,7 @@
 `load(name, ...)` names a source:
   digits, synthetic, npz:PATH       small arrays held on every process (arrays.py)
   prepared:DIR                      a dataset prepared once (python -m input_pipeline.prepare),
-                                    decoded by worker processes, augmented on the devices
+                                    decoded on every host core, augmented on the devices
                                     (prepared.py, device_augment.py): the fast ImageNet path
   imagenet2012, imagenette/320px-v2,
   cifar10, cifar100, mnist,

@@ -22,12 +22,9 @@ import numpy as np
 from jax.sharding import AxisType, NamedSharding
 
 from input_pipeline import imagenet_stats
+from input_pipeline.arrays import normalise as _normalise  # the in-memory sets' own, same bits
 
 _SALT = 0x1A6E  # keeps these draws apart from any other use of the run's seed.
-
-
-def _normalise(images, mean, scale):
-  return (images.astype(jnp.float32) - mean) * scale
 
 
 def train_images(images_BHWC, *, key, image_size: int, pca_stddev: float, mean, scale):
@@ -40,7 +37,7 @@ def train_images(images_BHWC, *, key, image_size: int, pca_stddev: float, mean, 
                  for k, extent in zip(jax.random.split(crop_key), stored))
     crop = jax.lax.dynamic_slice(image_HWC, (top, left, 0), (image_size, image_size, channels))
     crop = jnp.where(jax.random.bernoulli(flip_key), crop[:, ::-1], crop)
-    crop = crop.astype(jnp.float32)
+    crop = crop.astype(jnp.float32)  # the lighting shift is fractional
     if pca_stddev > 0 and channels == 3:
       alpha = pca_stddev * jax.random.normal(light_key, (3,))
       eigval = jnp.asarray(imagenet_stats.EIGVAL, jnp.float32)

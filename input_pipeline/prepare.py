@@ -60,7 +60,7 @@ class Settings:
   size: int
 
 
-def _encode(item, settings: Settings):
+def encode_example(item, settings: Settings):
   """(id, encoded image, label) → (id, record or None, why not)."""
   example_id, encoded, label = item
   try:
@@ -270,7 +270,7 @@ def prepare(source: str, out: str, *, image_format: str = "jpeg", quality: int =
     """(id, record or None, why) per item, in order: on `workers` processes, or here."""
     if pool:
       return pool.imap(_encode_with, ((item, settings) for item in items), chunksize=8)
-    return (_encode(item, settings) for item in items)
+    return (encode_example(item, settings) for item in items)
 
   files, examples, skipped, total_bytes = {}, {}, {}, 0
   start = time.perf_counter()
@@ -319,7 +319,7 @@ def prepare(source: str, out: str, *, image_format: str = "jpeg", quality: int =
 
 
 def _encode_with(item_and_settings):
-  return _encode(*item_and_settings)
+  return encode_example(*item_and_settings)
 
 
 def define_flags() -> None:

@@ -68,7 +68,7 @@ def decode_record(record: bytes, *, image_format: str, size: int,
   JPEGs decode with simplejpeg (libjpeg-turbo) straight into `out_HWC`: the same pixels as
   Pillow's decoder, in ~60% of its time per image, as Pillow's path to a NumPy array copies
   the image twice (docs/input_pipeline.md)."""
-  (label,) = _LABEL.unpack_from(record)
+  label = record_label(record)
   payload = memoryview(record)[_LABEL.size:]
   if out_HWC is None:
     out_HWC = np.empty((size, size, 3), np.uint8)
@@ -173,7 +173,7 @@ class _Batches:
       # per image here, on files in the page cache.
       labels[i] = decode_record(self._source[record_id], image_format=self.image_format,
                                 size=self.size, out_HWC=images[i])
-    return (images, labels) if weights is None else (images, labels, weights)
+    return images, labels, weights
 
 
 @dataclasses.dataclass(frozen=True)
@@ -185,7 +185,7 @@ class _TrainRows:
 
   def __call__(self, step: int):
     ids = arrays.batch_indices(self.num_train, self.global_batch, seed=self.seed, step=step)
-    return ids[self.shard], None
+    return ids[self.shard], None  # every training row counts
 
 
 @dataclasses.dataclass(frozen=True)
@@ -212,8 +212,6 @@ class PreparedDataset:
       raise UserError(f"image_size {image_size} is larger than the {self.manifest.size}² images "
                       f"prepared in {directory!r}; prepare them with --size="
                       f"{imagenet_stats.resize_size(image_size)} or train at most at {self.manifest.size}.")
-    if eval_crops not in (1, 10):
-      raise UserError(f"eval_crops must be 1 or 10, got {eval_crops}.")
     self.image_size, self.pca_stddev, self.eval_crops = image_size, pca_lighting_std, eval_crops
     # Reading and decoding release the GIL, so threads of the training process use every core
     # (workers = 0, the default: fastest on the 2-core machine, docs/input_pipeline.md); worker
@@ -254,7 +252,7 @@ class PreparedDataset:
     rows = _TrainRows(self.num_train, global_batch, seed, shard)
     stream = self._read("train", rows, first=position, count=2**40)
     try:
-      for step, (images, labels) in enumerate(stream, start=position):
+      for step, (images, labels, _) in enumerate(stream, start=position):
         yield images, labels, step + 1
     finally:
       _close(stream)
