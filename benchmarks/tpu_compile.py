@@ -45,11 +45,16 @@ class Device:
   hbm_bytes: int
   hbm_bytes_per_s: float | None = None
   ici_bytes_per_s: float | None = None  # one way: half the stated bidirectional figure
+  # libtpu's options for the topology: v4's chips run their two TensorCores as one device
+  # (megacore), and jax.make_mesh refuses a mesh of the cores (MaxText's v4-8 says the same).
+  chip_config_name: str = "default"
 
 
-# v2: 45 TFLOP/s and 16 GiB per chip; v4: 275 TFLOP/s, 32 GiB; v5e: 197 TFLOP/s, 16 GiB, HBM
-# 819 GB/s, ICI 400 GB/s bidirectional; v6e: 918 TFLOP/s, 32 GiB, HBM 1,638 GB/s, ICI 800 GB/s.
-TOPOLOGIES = {"v2:2x2": Device(22.5e12, 8 * 2**30), "v4:2x2x1": Device(275e12, 32 * 2**30),
+# v2: 45 TFLOP/s and 16 GiB per chip; v4: 275 TFLOP/s, 32 GiB, HBM 1,200 GB/s; v5e: 197 TFLOP/s,
+# 16 GiB, HBM 819 GB/s, ICI 400 GB/s bidirectional; v6e: 918 TFLOP/s, 32 GiB, HBM 1,638 GB/s,
+# ICI 800 GB/s. (v4's ICI bandwidth per chip is not stated on its page.)
+TOPOLOGIES = {"v2:2x2": Device(22.5e12, 8 * 2**30),
+              "v4:2x2x1": Device(275e12, 32 * 2**30, 1200e9, chip_config_name="megacore"),
               "v5e:2x4": Device(197e12, 16 * 2**30, 819e9, 200e9),
               "v6e:2x2": Device(918e12, 32 * 2**30, 1638e9, 400e9)}
 CONFIGS = ("single", "data2", "data4", "model2", "hybrid4", "owt8", "owt8:b", "owt8:c",
@@ -66,6 +71,17 @@ flags.register_validator("topologies", lambda names: set(names) <= set(TOPOLOGIE
                          message=f"--topologies: choose from {', '.join(TOPOLOGIES)}.")
 flags.register_validator("configs", lambda names: set(names) <= set(CONFIGS),
                          message=f"--configs: choose from {', '.join(CONFIGS)}.")
+
+
+def topology_devices(topology: str) -> list:
+  """The compile-only devices of a TPU topology (no TPU needed: libtpu compiles for it)."""
+  # Compile-only devices open no chip, so two processes may load libtpu at once (its lock file
+  # otherwise refuses the second: a test run beside a benchmark, two tests at once).
+  os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
+  from jax.experimental import topologies
+  return topologies.get_topology_desc(
+      platform="tpu", topology_name=topology,
+      chip_config_name=TOPOLOGIES[topology].chip_config_name).devices
 
 
 def _config(name: str, dtype: str, **overrides):
@@ -175,10 +191,9 @@ def largest_batches(topology: str, devices) -> list[dict]:
 
 def main(argv):
   del argv
-  from jax.experimental import topologies
   if _CHOICES.value or _LARGEST.value:
     topology = _TOPOLOGIES.value[0]
-    devices = topologies.get_topology_desc(platform="tpu", topology_name=topology).devices
+    devices = topology_devices(topology)
     path = os.path.join(_OUT.value, "tpu_choices.json")
     result = tables.load_if_present(path, default={}) or {}
     if _CHOICES.value:
@@ -192,7 +207,7 @@ def main(argv):
   rows = [r for r in tables.load_if_present(path)
           if (r["topology"], r["config"], r["dtype"]) not in chosen]
   for topology in _TOPOLOGIES.value:
-    devices = topologies.get_topology_desc(platform="tpu", topology_name=topology).devices
+    devices = topology_devices(topology)
     for name in _CONFIGS.value:
       for dtype in _DTYPES.value:
         rows.append(compile_row(topology, name, dtype, devices=devices))
