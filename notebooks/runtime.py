@@ -9,9 +9,9 @@ import sys
 # Colab's jax / jaxlib (and their CUDA plugin or libtpu), TensorFlow and TensorBoard are built for
 # its runtime, and the kernel and test tools are the runtime's business: a pinned reinstall would
 # leave the accelerator unmatched and JAX on the CPU.
-NEVER_INSTALLED = frozenset({"jax", "jaxlib", "tensorflow", "tensorflow-cpu", "tensorboard",
-                             "ipykernel", "pytest", "pytest-xdist", "nbclient", "nbformat",
-                             "setuptools"})
+NEVER_INSTALLED = frozenset({"jax", "jaxlib", "libtpu", "tensorflow", "tensorflow-cpu",
+                             "tensorboard", "ipykernel", "pytest", "pytest-xdist", "nbclient",
+                             "nbformat", "setuptools"})
 
 # The runtime's devices the default run needs: below this the 1-device scheme trains.
 DEFAULT_MULTI_DEVICE_CONFIG, DEFAULT_SINGLE_DEVICE_CONFIG = "hybrid4", "single"

@@ -2,6 +2,10 @@
 as `tests.<name>`; `python -m tests.<name>` too):
 
 * 8 simulated CPU devices, set before anything queries the devices;
+* JAX on the CPU only (JAX_PLATFORMS=cpu, unless the environment names platforms), also for the
+  `main.py` processes the tests start: with libtpu installed (requirements.txt has it, for
+  tests/tpu_compile_test.py) JAX would otherwise try to open a TPU in every process and print
+  libtpu's complaints; on a GPU machine the suite likewise runs on CPU devices, as on CI;
 * XLA:CPU's LLVM at optimisation level 0 (unless XLA_FLAGS names a level): the suite's programs
   are tiny, compiling them is most of their cost, and every result is judged against float64 with
   tolerances that hold for any code generation (tests/numerics.py); the `main.py` processes the
@@ -17,6 +21,8 @@ import atexit
 import os
 import shutil
 import tempfile
+
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 if "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
   os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +

@@ -70,7 +70,9 @@ class RunTest(absltest.TestCase):
       gpu = "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-0)"
       result = run_main("--config=configs/hybrid4.py", *TINY, "--config.num_train_steps=4",
                         "--config.log_every_steps=2", "--config.profile_steps=2",
-                        f"--workdir={workdir}", env={"PATH": nvidia_smi_listing(bin_dir, gpu)})
+                        f"--workdir={workdir}",
+                        # JAX_PLATFORMS unset, as a user has it (the suite sets it to cpu).
+                        env={"PATH": nvidia_smi_listing(bin_dir, gpu), "JAX_PLATFORMS": ""})
       self.assertEqual(result.returncode, 0, result.stderr[-3000:])
       self.assertIn("JAX runs on the CPU: simulating 4 CPU devices for the 2×2 mesh",
                     result.stderr)
@@ -79,6 +81,9 @@ class RunTest(absltest.TestCase):
                     "and JAX runs on the CPU; for the GPU: pip install -r "
                     "requirements-cuda12.txt", result.stderr)
       self.assertIn("wrote a profile of steps 2–3", result.stderr)
+      # With no TPU attached JAX was kept from opening libtpu (installed with the requirements),
+      # whose complaints would start with this.
+      self.assertNotIn("could not determine TPU", result.stderr)
       with open(os.path.join(workdir, "metrics.jsonl")) as f:
         rows = [json.loads(line) for line in f]
       traces = glob.glob(os.path.join(workdir, "profile/plugins/profile/*/*.trace.json.gz"))

@@ -91,7 +91,7 @@ class RuntimeTest(absltest.TestCase):
     everything = runtime.requirements_to_install(requirements, installed=lambda name: False)
     names = {r.split("==")[0].lower() for r in everything}
     self.assertContainsSubset({"flax", "optax", "orbax-checkpoint", "ml-collections"}, names)
-    self.assertEmpty(names & {"jax", "jaxlib", "tensorflow-cpu", "ipykernel", "pytest",
+    self.assertEmpty(names & {"jax", "jaxlib", "libtpu", "tensorflow-cpu", "ipykernel", "pytest",
                               "nbclient"})
     self.assertTrue(all("==" in r for r in everything))  # pinned, as CI installs them.
     # This environment (requirements.txt installed): nothing.

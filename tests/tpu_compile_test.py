@@ -1,0 +1,82 @@
+"""The real train step compiled for Colab's TPU v2-8 on this CPU (libtpu compiles without a TPU),
+and the bytes its TPU programs exchange against the analytic minimum the CPU programs send."""
+
+import importlib.util
+import unittest
+
+import jax
+import jax.numpy as jnp
+from absl.testing import absltest
+
+import experiment
+from benchmarks import tpu_compile
+from hybrid_parallel import models
+from hybrid_parallel.analysis import costmodel, hlo_stats
+from tests import step_test, testing
+
+BATCH = step_test.GLOBAL_BATCH
+
+
+def _program(scheme: str, data: int, model: int, *, devices=None):
+  """alexnet_tiny's train step under `scheme`, lowered and compiled for `devices` (default: this
+  process's CPU devices), with the analytic minimum it should send."""
+  spec = testing.resolve("alexnet_tiny", scheme, data, model, step_test.CONFIG, BATCH)
+  run = experiment.build(spec, num_classes=10, channels=3, steps_per_epoch=10, total_steps=100,
+                         devices=devices, abstract=True)
+  size = testing.IMAGE_SIZE
+  images = jax.ShapeDtypeStruct((BATCH, size, size, 3), jnp.float32, sharding=run.batch_sharding)
+  labels = jax.ShapeDtypeStruct((BATCH,), jnp.int32, sharding=run.batch_sharding)
+  # At the highest precision a TPU convolution keeps float32 operands, so XLA cannot gather them
+  # in bfloat16 (which it does at the default precision: docs/tpu.md); the CPU is unaffected.
+  with jax.default_matmul_precision("highest"):
+    lowered = run.scheme.train_step.lower(run.scheme.state, images, labels)
+  minimum = costmodel.traffic(models.ARCHITECTURES["alexnet_tiny"], run.plan, global_batch=BATCH,
+                              image_size=size, num_classes=10).total
+  return lowered, lowered.compile().as_text(), minimum
+
+
+def _sent(hlo: str, devices: int) -> dict[str, float]:
+  return {kind: stats.bytes_per_device
+          for kind, stats in hlo_stats.collective_stats(hlo, devices).items()}
+
+
+@unittest.skipUnless(importlib.util.find_spec("libtpu"),
+                     "libtpu is not installed (requirements.txt installs it; the GPU machines' "
+                     "environment has none)")
+class TpuCompileTest(absltest.TestCase):
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.tpu = tpu_compile.topology_devices("v2:2x2")
+
+  def test_the_topology_is_colabs_tpu_v2(self):
+    self.assertEqual([d.device_kind for d in self.tpu], ["TPU v2"] * 8)
+
+  def test_data_parallel_sends_the_analytic_minimum(self):
+    _, hlo, minimum = _program("data", 4, 1, devices=self.tpu)
+    self.assertGreater(minimum, 300_000)  # alexnet_tiny's float32 gradients, ring all-reduced.
+    # Beyond the minimum only the scalar metrics and the finiteness verdict (costmodel_test's
+    # bound for the CPU programs).
+    self.assertBetween(sum(_sent(hlo, 4).values()) - minimum, 0, 8 * BATCH + 64)
+
+  def test_hybrid_sends_the_minimum_but_for_the_reduce_scatters_tpu_runs_as_all_reduces(self):
+    lowered, tpu_hlo, minimum = _program("hybrid", 2, 2, devices=self.tpu)
+    _, cpu_hlo, _ = _program("hybrid", 2, 2)
+    tpu, cpu = _sent(tpu_hlo, 4), _sent(cpu_hlo, 4)
+    # The CPU program sends the minimum (costmodel_test): the model axis's all-gathers of the
+    # activations and reduce-scatters of their gradients, the data axis's gradient all-reduce.
+    self.assertBetween(sum(cpu.values()) - minimum, 0, 8 * BATCH + 64)
+    self.assertGreater(cpu["reduce-scatter"], 0)
+    # The program handed to XLA asks for those reduce-scatters on TPU too ...
+    self.assertEqual(lowered.as_text(dialect="hlo").count(" reduce-scatter("), 3)
+    # ... and XLA:TPU runs each as an all-reduce of the whole tensor, whose slice the device then
+    # keeps: on a 2-device axis that is twice the reduce-scatter's bytes. Everything else is the
+    # CPU program's, to the byte.
+    self.assertEqual(tpu["reduce-scatter"], 0)
+    self.assertEqual(tpu["all-reduce"], cpu["all-reduce"] + 2 * cpu["reduce-scatter"])
+    self.assertEqual(tpu["all-gather"], cpu["all-gather"])
+
+
+if __name__ == "__main__":
+  absltest.main()
