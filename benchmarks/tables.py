@@ -489,14 +489,14 @@ def tpu_compile(rows) -> str:
 
 def tpu_choices(result) -> str:
   """benchmarks/tpu_compile.py --choices / --largest_batch: estimates, nothing measured."""
-  lines = _header("choice", "option", "model", "estimated step ms (from)", "HBM GiB")
+  lines = _header("topology", "choice", "option", "model", "estimated step ms (from)", "HBM GiB")
   for r in result.get("choices", []):
-    lines.append(f"| `{r['choice']}` | {r['option']} | {r['model']} | "
+    lines.append(f"| {r['topology']} | `{r['choice']}` | {r['option']} | {r['model']} | "
                  + (f"{r['estimated_step_ms']} ({r['estimate']}) | {r['hbm_gib']} |"
                     if r["compiled"] else f"not compiled: {r['reason']} | |"))
-  lines += [""] + _header("config", "largest global batch that fits", "its HBM GiB",
+  lines += [""] + _header("topology", "config", "largest global batch that fits", "its HBM GiB",
                           "the next batch")
-  lines += [f"| {r['config']} | {r['largest_global_batch']} | {r['hbm_gib']} | "
+  lines += [f"| {r['topology']} | {r['config']} | {r['largest_global_batch']} | {r['hbm_gib']} | "
             f"{r['next_batch']}: {r['next']} |" for r in result.get("largest_batch", [])]
   return "\n".join(lines)
 

@@ -1,6 +1,6 @@
 r"""Every scheme compiled for TPU topologies on this machine (no TPU needed), as JSON rows.
 
-  pip install -r requirements-tpu.txt      # libtpu: compiles for TPUs without one
+  pip install -r requirements.txt          # with libtpu: compiles for TPUs without one
   python -m benchmarks.tpu_compile [--topologies=v2:2x2,v5e:2x4] [--configs=hybrid4,owt8]
                                    [--dtypes=bfloat16,float32] [--out=docs]
 
@@ -12,21 +12,22 @@ compiled (or the one-sentence reason), HBM per core (arguments + temporaries + o
 XLA's memory analysis) against the core's HBM, the collective bytes each device sends read from
 the TPU HLO (analysis/hlo_stats.py) against the analytic minimum (analysis/costmodel.py), and an
 estimated step time: XLA's `optimal_seconds` where it is positive and not below the largest of
-the floors — FLOPs ÷ the stated peak, and where the bandwidths are stated (v5e, v6e) bytes
-accessed ÷ HBM bandwidth and collective bytes ÷ one-way ICI bandwidth — else that floor (each row
-says which). Nothing here is measured on a TPU. Rows are merged into --out/tpu.json by (topology, config, dtype), so a run may add to it.
+the floors — FLOPs ÷ the stated peak, and where the bandwidths are stated bytes accessed ÷ HBM
+bandwidth (v4, v5e, v6e) and collective bytes ÷ one-way ICI bandwidth (v5e, v6e) — else that
+floor (each row says which). Nothing here is measured on a TPU. Rows are merged into
+--out/tpu.json by (topology, config, dtype), so a run may add to it.
 
-  python -m benchmarks.tpu_compile --choices        # on the first topology given
+  python -m benchmarks.tpu_compile --choices --topologies=v2:2x2
   python -m benchmarks.tpu_compile --largest_batch
 
 --choices: each per-platform model choice (layers.MAX_POOLS, STEM_CONVS, GROUPED_CONVS) compiled
 in the 1×1 `single` step, bfloat16, batch 256, and its estimated step time — what the "tpu"
 entries of layers.*_BY_PLATFORM are chosen by (estimated, never measured). --largest_batch: the
 largest power-of-two global batch whose step fits the device's HBM, for `single` and `owt8` in
-bfloat16. Both go to tpu_choices.json.
+bfloat16, searched from a guess scaled from tpu.json's row at the config's batch. Both run on
+each topology given and go to tpu_choices.json, replacing that topology's earlier rows.
 """
 
-import dataclasses
 import importlib
 import json
 import os
@@ -35,28 +36,8 @@ import time
 from absl import app, flags
 
 from benchmarks import tables
+from hybrid_parallel.analysis.tpu_topologies import TOPOLOGIES, topology_devices
 
-@dataclasses.dataclass(frozen=True)
-class Device:
-  """What Google Cloud's TPU pages state for one device of a topology (a TensorCore on v2, two
-  per chip; a chip on v4 — megacore —, v5e and v6e). Bandwidths that this project has not found
-  stated are None, and the floors that need them are left out."""
-  peak_flops: float  # bfloat16
-  hbm_bytes: int
-  hbm_bytes_per_s: float | None = None
-  ici_bytes_per_s: float | None = None  # one way: half the stated bidirectional figure
-  # libtpu's options for the topology: v4's chips run their two TensorCores as one device
-  # (megacore), and jax.make_mesh refuses a mesh of the cores (MaxText's v4-8 says the same).
-  chip_config_name: str = "default"
-
-
-# v2: 45 TFLOP/s and 16 GiB per chip; v4: 275 TFLOP/s, 32 GiB, HBM 1,200 GB/s; v5e: 197 TFLOP/s,
-# 16 GiB, HBM 819 GB/s, ICI 400 GB/s bidirectional; v6e: 918 TFLOP/s, 32 GiB, HBM 1,638 GB/s,
-# ICI 800 GB/s. (v4's ICI bandwidth per chip is not stated on its page.)
-TOPOLOGIES = {"v2:2x2": Device(22.5e12, 8 * 2**30),
-              "v4:2x2x1": Device(275e12, 32 * 2**30, 1200e9, chip_config_name="megacore"),
-              "v5e:2x4": Device(197e12, 16 * 2**30, 819e9, 200e9),
-              "v6e:2x2": Device(918e12, 32 * 2**30, 1638e9, 400e9)}
 CONFIGS = ("single", "data2", "data4", "model2", "hybrid4", "owt8", "owt8:b", "owt8:c",
            "averaging4", "large_batch")
 
@@ -71,17 +52,6 @@ flags.register_validator("topologies", lambda names: set(names) <= set(TOPOLOGIE
                          message=f"--topologies: choose from {', '.join(TOPOLOGIES)}.")
 flags.register_validator("configs", lambda names: set(names) <= set(CONFIGS),
                          message=f"--configs: choose from {', '.join(CONFIGS)}.")
-
-
-def topology_devices(topology: str) -> list:
-  """The compile-only devices of a TPU topology (no TPU needed: libtpu compiles for it)."""
-  # Compile-only devices open no chip, so two processes may load libtpu at once (its lock file
-  # otherwise refuses the second: a test run beside a benchmark, two tests at once).
-  os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
-  from jax.experimental import topologies
-  return topologies.get_topology_desc(
-      platform="tpu", topology_name=topology,
-      chip_config_name=TOPOLOGIES[topology].chip_config_name).devices
 
 
 def _config(name: str, dtype: str, **overrides):
@@ -172,35 +142,72 @@ def model_choices(topology: str, devices) -> list[dict]:
   return rows
 
 
-def largest_batches(topology: str, devices) -> list[dict]:
-  """The largest power-of-two global batch that compiles within HBM (--largest_batch)."""
+def _first_guess(topology: str, name: str, known: list[dict]) -> int:
+  """The power-of-two batch to start the search at: the largest whose HBM, scaled in proportion
+  from tpu.json's row at the config's batch, fits (an underestimate: the parameters' share does
+  not grow with the batch); the config's batch where there is no such row."""
+  batch = _config(name, "bfloat16").global_batch_size
+  row = next((r for r in known if r["compiled"] and (r["topology"], r["config"], r["dtype"]) ==
+              (topology, name, "bfloat16")), None)
+  scale = row and row["hbm_gib"] * 2**30 / row["global_batch"]
+  while scale and scale * 2 * batch <= TOPOLOGIES[topology].hbm_bytes:
+    batch *= 2
+  return batch
+
+
+def largest_batches(topology: str, devices, *, known: list[dict]) -> list[dict]:
+  """The largest power-of-two global batch that compiles within HBM (--largest_batch): from a
+  first guess, doubled while it fits or halved until it does (two or three compiles)."""
+  def attempt(batch):
+    row = compile_row(topology, name, "bfloat16", devices=devices, global_batch_size=batch)
+    print(json.dumps(row), flush=True)
+    return row, row["compiled"] and row["hbm_fits"]
+
   rows = []
   for name in ("single", "owt8"):
-    batch, largest = _config(name, "bfloat16").global_batch_size, None
-    while True:
-      row = compile_row(topology, name, "bfloat16", devices=devices, global_batch_size=batch)
-      print(json.dumps(row), flush=True)
-      if not (row["compiled"] and row["hbm_fits"]):
+    batch = _first_guess(topology, name, known)
+    row, fits = attempt(batch)
+    compiles = 1
+    if not row["compiled"] and "RESOURCE_EXHAUSTED" not in row["reason"]:  # e.g. the mesh.
+      rows.append({"config": name, "topology": topology, "largest_global_batch": None,
+                   "hbm_gib": None, "next_batch": batch, "next": row["reason"], "compiles": 1})
+      continue
+    step = 2 if fits else 0.5
+    while True:  # walk until the answer flips: the fitting batch and the refused one are known.
+      following, following_fits = attempt(int(batch * step))
+      compiles += 1
+      if following_fits != fits:
         break
-      largest, batch = row, batch * 2
-    rows.append({"config": name, "topology": topology, "largest_global_batch":
-                 largest and largest["global_batch"], "hbm_gib": largest and largest["hbm_gib"],
-                 "next_batch": batch, "next": row.get("reason") or f"{row['hbm_gib']} GiB"})
+      batch, row = int(batch * step), following
+    largest, refused = (row, following) if fits else (following, row)
+    rows.append({"config": name, "topology": topology,
+                 "largest_global_batch": largest["global_batch"], "hbm_gib": largest["hbm_gib"],
+                 "next_batch": refused["global_batch"],
+                 "next": refused.get("reason") or f"{refused['hbm_gib']} GiB",
+                 "compiles": compiles})
   return rows
+
+
+def _replace_topology(rows: list[dict], topology: str, new_rows: list[dict]) -> list[dict]:
+  return [r for r in rows if r["topology"] != topology] + new_rows
 
 
 def main(argv):
   del argv
   if _CHOICES.value or _LARGEST.value:
-    topology = _TOPOLOGIES.value[0]
-    devices = topology_devices(topology)
     path = os.path.join(_OUT.value, "tpu_choices.json")
     result = tables.load_if_present(path, default={}) or {}
-    if _CHOICES.value:
-      result["choices"] = model_choices(topology, devices)
-    if _LARGEST.value:
-      result["largest_batch"] = largest_batches(topology, devices)
-    tables.publish(result, path)
+    known = tables.load_if_present(os.path.join(_OUT.value, "tpu.json"))
+    for topology in _TOPOLOGIES.value:
+      devices = topology_devices(topology)
+      if _CHOICES.value:
+        result["choices"] = _replace_topology(result.get("choices", []), topology,
+                                              model_choices(topology, devices))
+      if _LARGEST.value:
+        result["largest_batch"] = _replace_topology(
+            result.get("largest_batch", []), topology,
+            largest_batches(topology, devices, known=known))
+      tables.publish(result, path)  # after every topology: a long run keeps what it compiled.
     return
   path = os.path.join(_OUT.value, "tpu.json")
   chosen = {(t, c, d) for t in _TOPOLOGIES.value for c in _CONFIGS.value for d in _DTYPES.value}

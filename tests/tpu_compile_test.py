@@ -9,9 +9,8 @@ import jax.numpy as jnp
 from absl.testing import absltest
 
 import experiment
-from benchmarks import tpu_compile
 from hybrid_parallel import models
-from hybrid_parallel.analysis import costmodel, hlo_stats
+from hybrid_parallel.analysis import costmodel, hlo_stats, tpu_topologies
 from tests import step_test, testing
 
 BATCH = step_test.GLOBAL_BATCH
@@ -48,7 +47,7 @@ class TpuCompileTest(absltest.TestCase):
   @classmethod
   def setUpClass(cls):
     super().setUpClass()
-    cls.tpu = tpu_compile.topology_devices("v2:2x2")
+    cls.tpu = tpu_topologies.topology_devices("v2:2x2")
 
   def test_the_topology_is_colabs_tpu_v2(self):
     self.assertEqual([d.device_kind for d in self.tpu], ["TPU v2"] * 8)
