@@ -496,8 +496,9 @@ def tpu_choices(result) -> str:
                     if r["compiled"] else f"not compiled: {r['reason']} | |"))
   lines += [""] + _header("topology", "config", "largest global batch that fits", "its HBM GiB",
                           "the next batch")
-  lines += [f"| {r['topology']} | {r['config']} | {r['largest_global_batch']} | {r['hbm_gib']} | "
-            f"{r['next_batch']}: {r['next']} |" for r in result.get("largest_batch", [])]
+  lines += [f"| {r['topology']} | {r['config']} | {r['largest_global_batch'] or 'none'} | "
+            f"{r['hbm_gib'] or ''} | {r['next_batch']}: {r['next']} |"
+            for r in result.get("largest_batch", [])]
   return "\n".join(lines)
 
 
