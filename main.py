@@ -99,7 +99,7 @@ def _nvidia_gpus() -> list[str]:
           if listed.returncode == 0 and line.startswith("GPU ")]
 
 
-def _only_the_cpu_can_run(jax) -> bool:
+def _only_the_cpu_can_run() -> bool:
   """Whether this machine has no TPU chip and no GPU: JAX's own probes of the PCI bus and the GPU
   device files (what JAX checks before it opens an accelerator)."""
   try:
@@ -142,7 +142,7 @@ def main(argv):
   # requirements.txt installs libtpu (it compiles for TPU topologies anywhere); where no TPU is
   # attached JAX would still try to open one and print libtpu's complaints before it settles on
   # the CPU. Where nothing but the CPU can run, JAX is told so.
-  if not chosen_platforms and importlib.util.find_spec("libtpu") and _only_the_cpu_can_run(jax):
+  if not chosen_platforms and importlib.util.find_spec("libtpu") and _only_the_cpu_can_run():
     jax.config.update("jax_platforms", "cpu")
   if _COORDINATOR.value or _DISTRIBUTED.value:
     _initialize_distributed(jax)
