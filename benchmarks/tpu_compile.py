@@ -158,7 +158,7 @@ def _first_guess(topology: str, name: str, known: list[dict]) -> int:
 def largest_batches(topology: str, devices, *, known: list[dict]) -> list[dict]:
   """The largest power-of-two global batch that compiles within HBM (--largest_batch): from a
   first guess, doubled while it fits or halved until it does (two or three compiles)."""
-  def attempt(batch):
+  def attempt(name, batch):
     row = compile_row(topology, name, "bfloat16", devices=devices, global_batch_size=batch)
     print(json.dumps(row), flush=True)
     return row, row["compiled"] and row["hbm_fits"]
@@ -166,7 +166,7 @@ def largest_batches(topology: str, devices, *, known: list[dict]) -> list[dict]:
   rows = []
   for name in ("single", "owt8"):
     batch = _first_guess(topology, name, known)
-    row, fits = attempt(batch)
+    row, fits = attempt(name, batch)
     compiles = 1
     if not row["compiled"] and "RESOURCE_EXHAUSTED" not in row["reason"]:  # e.g. the mesh.
       rows.append({"config": name, "topology": topology, "largest_global_batch": None,
@@ -174,7 +174,7 @@ def largest_batches(topology: str, devices, *, known: list[dict]) -> list[dict]:
       continue
     step = 2 if fits else 0.5
     while True:  # walk until the answer flips: the fitting batch and the refused one are known.
-      following, following_fits = attempt(int(batch * step))
+      following, following_fits = attempt(name, int(batch * step))
       compiles += 1
       if following_fits != fits:
         break

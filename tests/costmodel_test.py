@@ -2,8 +2,6 @@
 
 import math
 
-import jax
-import jax.numpy as jnp
 from absl.testing import absltest, parameterized
 
 from hybrid_parallel import models, partitioning
@@ -116,13 +114,12 @@ class CompiledTrafficTest(parameterized.TestCase):
     config.owt_variant = variant
     batch = source.GLOBAL_BATCH
     run = testing.build(name, scheme, data, model, config, batch)
-    images = jax.ShapeDtypeStruct((batch, 64, 64, 3), jnp.float32, sharding=run.batch_sharding)
-    labels = jax.ShapeDtypeStruct((batch,), jnp.int32, sharding=run.batch_sharding)
-    hlo = run.scheme.train_step.lower(run.scheme.state, images, labels).compile().as_text()
+    hlo = run.scheme.train_step.lower(run.scheme.state,
+                                      *testing.abstract_batch(run, batch)).compile().as_text()
     stats = hlo_stats.collective_stats(hlo, data * model)
     measured = sum(s.bytes_per_device for s in stats.values())
     expected = costmodel.traffic(models.ARCHITECTURES[name], run.plan, global_batch=batch,
-                                 image_size=64, num_classes=10).total
+                                 image_size=testing.IMAGE_SIZE, num_classes=10).total
     # Beyond the minimum the step only moves its scalar metrics and finiteness verdict and, in
     # owt, the int32 labels and example ids gathered along with the features (under 8 bytes per
     # example).

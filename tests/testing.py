@@ -51,6 +51,15 @@ def put(run: experiment.Experiment, *arrays):
   return tuple(jax.device_put(a, run.batch_sharding) for a in arrays)
 
 
+def abstract_batch(run: experiment.Experiment, batch: int):
+  """Shape structs of a global batch of `batch` images and labels laid out as the run's: what a
+  step is lowered with to read its compiled program without running it."""
+  images = jax.ShapeDtypeStruct((batch, IMAGE_SIZE, IMAGE_SIZE, 3), np.float32,
+                                sharding=run.batch_sharding)
+  labels = jax.ShapeDtypeStruct((batch,), np.int32, sharding=run.batch_sharding)
+  return images, labels
+
+
 def train_steps(run: experiment.Experiment, batches, state=None):
   """Runs one step per batch from `state` (default: the initial state).
 

@@ -5,7 +5,6 @@ import importlib.util
 import unittest
 
 import jax
-import jax.numpy as jnp
 from absl.testing import absltest
 
 import experiment
@@ -16,22 +15,19 @@ from tests import step_test, testing
 BATCH = step_test.GLOBAL_BATCH
 
 
-def _program(scheme: str, data: int, model: int, *, devices=None):
-  """alexnet_tiny's train step under `scheme`, lowered and compiled for `devices` (default: this
+def _hybrid_program(*, devices=None):
+  """alexnet_tiny's hybrid 2×2 train step, lowered and compiled for `devices` (default: this
   process's CPU devices), with the analytic minimum it should send."""
-  spec = testing.resolve("alexnet_tiny", scheme, data, model, step_test.CONFIG, BATCH)
+  spec = testing.resolve("alexnet_tiny", "hybrid", 2, 2, step_test.CONFIG, BATCH)
   run = experiment.build(spec, num_classes=10, channels=3, steps_per_epoch=10, total_steps=100,
                          devices=devices, abstract=True)
-  size = testing.IMAGE_SIZE
-  images = jax.ShapeDtypeStruct((BATCH, size, size, 3), jnp.float32, sharding=run.batch_sharding)
-  labels = jax.ShapeDtypeStruct((BATCH,), jnp.int32, sharding=run.batch_sharding)
   # At the highest precision a TPU convolution keeps float32 operands, so XLA cannot gather them
   # in bfloat16 (which it does at the default precision: docs/tpu.md). The CPU program is
   # costmodel_test's, at the default precision (the same bytes; its compilation is cached).
   with jax.default_matmul_precision("highest" if devices else None):
-    lowered = run.scheme.train_step.lower(run.scheme.state, images, labels)
+    lowered = run.scheme.train_step.lower(run.scheme.state, *testing.abstract_batch(run, BATCH))
   minimum = costmodel.traffic(models.ARCHITECTURES["alexnet_tiny"], run.plan, global_batch=BATCH,
-                              image_size=size, num_classes=10).total
+                              image_size=testing.IMAGE_SIZE, num_classes=10).total
   return lowered, lowered.compile().as_text(), minimum
 
 
@@ -50,12 +46,16 @@ class TpuCompileTest(absltest.TestCase):
     super().setUpClass()
     cls.tpu = tpu_topologies.topology_devices("v2:2x2")
 
-  def test_the_topology_is_colabs_tpu_v2(self):
+  def test_the_topologies_are_colabs_tpu_v2_and_v4s_chips(self):
     self.assertEqual([d.device_kind for d in self.tpu], ["TPU v2"] * 8)
+    # A v4-8 as its 4 megacore chips, which jax.make_mesh accepts (it refuses v4's 8 cores).
+    v4 = tpu_topologies.topology_devices("v4:2x2x1")
+    self.assertEqual([d.device_kind for d in v4], ["TPU v4"] * 4)
+    self.assertEqual(jax.make_mesh((2, 2), ("data", "model"), devices=v4).devices.size, 4)
 
   def test_hybrid_sends_the_minimum_but_for_the_reduce_scatters_tpu_runs_as_all_reduces(self):
-    lowered, tpu_hlo, minimum = _program("hybrid", 2, 2, devices=self.tpu)
-    _, cpu_hlo, _ = _program("hybrid", 2, 2)
+    lowered, tpu_hlo, minimum = _hybrid_program(devices=self.tpu)
+    _, cpu_hlo, _ = _hybrid_program()
     tpu, cpu = _sent(tpu_hlo, 4), _sent(cpu_hlo, 4)
     # The CPU program sends the minimum (costmodel_test): the model axis's all-gathers of the
     # activations and reduce-scatters of their gradients, the data axis's gradient all-reduce.
