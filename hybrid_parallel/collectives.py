@@ -131,6 +131,26 @@ def parameter_server(x: jax.Array, axis: str) -> jax.Array:
   return total
 
 
+def varying_over(x: jax.Array, axes: tuple[str, ...]) -> jax.Array:
+  """`x` typed as varying over every one of the mesh `axes`.
+
+  Under shard_map's varying-axes typing a collective may name only axes its operand varies over
+  (JAX 0.11 and later reject the others; 0.10 let them through). A value that is already equal
+  over some of `axes` — a gradient summed over "data", a flag computed from it — is cast to
+  varying there first: nothing moves, and the collective then reads the same over all of them.
+  In a region without the typing (`check_vma=False`) every value counts as invariant and the cast
+  is free.
+  """
+  missing = tuple(a for a in axes if a not in jax.typeof(x).manual_axis_type.varying)
+  return jax.lax.pcast(x, missing, to="varying") if missing else x
+
+
+def all_agree(flag: jax.Array, axes: tuple[str, ...]) -> jax.Array:
+  """Whether boolean `flag` holds on every device of the mesh `axes` (one `pmin`), whatever axes
+  it already varies over."""
+  return jax.lax.pmin(varying_over(flag.astype(jnp.int32), axes), axes) > 0
+
+
 def _psum(x: jax.Array, axis) -> jax.Array:
   return jax.lax.psum(x, axis)
 

@@ -54,6 +54,22 @@ class AllReduceTest(parameterized.TestCase):
                                 "'data' has 3 devices"):
       allreduce_on_data_axis(random_tree(3, 0), 3, "butterfly")
 
+  @parameterized.parameters(True, False)
+  def test_all_agree_whatever_axes_the_flag_varies_over(self, check_vma):
+    # A flag that varies over "model" only (as the FC stage's finiteness does after its sum
+    # over "data") is agreed over the whole 2 × 4 mesh: JAX >= 0.11 rejects a pmin naming an
+    # axis its operand does not vary over.
+    mesh = mesh_lib.make_mesh(2, 4)
+
+    @functools.partial(jax.shard_map, mesh=mesh, in_specs=P("model"), out_specs=P(),
+                       check_vma=check_vma)
+    def body(local):
+      return collectives.all_agree(local[0] > 0, mesh.axis_names)
+
+    for values, expected in (([1, 1, 1, 1], True), ([1, 1, 0, 1], False)):
+      placed = jax.device_put(np.array(values), NamedSharding(mesh, P("model")))
+      self.assertEqual(bool(jax.jit(body)(placed)), expected)
+
   def test_unknown_algorithm(self):
     with self.assertRaisesRegex(UserError, "unknown grad_reduce 'gossip'"):
       collectives.check_algorithm("gossip")

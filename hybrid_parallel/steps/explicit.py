@@ -69,7 +69,7 @@ def sum_partial_grads(partial_grads, plan: partitioning.Plan, algorithm: str):
 def agreed_finite(grads, mesh) -> jax.Array:
   """Whether every device's shards of `grads` are finite: each checks its own, the verdict is
   agreed over the whole mesh."""
-  return jax.lax.pmin(common.all_finite(grads).astype(jnp.int32), mesh.axis_names) > 0
+  return collectives.all_agree(common.all_finite(grads), mesh.axis_names)
 
 
 def sum_over_fc_batch(plan: partitioning.Plan, x):

@@ -35,7 +35,7 @@ import numpy as np
 import optax
 from jax.sharding import PartitionSpec as P
 
-from hybrid_parallel import layers, models, optim, partitioning
+from hybrid_parallel import collectives, layers, models, optim, partitioning
 from hybrid_parallel.errors import UserError
 from hybrid_parallel.mesh import MODEL
 from hybrid_parallel.steps import common, explicit
@@ -282,8 +282,10 @@ def make_train_step(model: models.AlexNet, plan: partitioning.Plan, mesh, *, tx,
                     global_batch=global_batch, routing=routing, vary=vary, fc_update=fc_update)
     carried = (explicit.stack_partial_grads(out.grads, plan), out.batch_stats)
     if per_pass:
-      fc_finite = jax.lax.pmin(out.fc_finite.astype(jnp.int32), mesh.axis_names)
-      carried += (out.fc_params, out.fc_opt_state, fc_finite)
+      # Each pass's FC gradient was summed over the FC batch axes, so the flag varies over
+      # "model" only; the verdict is agreed over the whole mesh.
+      carried += (out.fc_params, out.fc_opt_state,
+                  collectives.all_agree(out.fc_finite, mesh.axis_names))
     return carried, explicit.batch_metrics(plan, loss=out.loss, correct=out.correct,
                                            global_batch=global_batch)
 
@@ -297,7 +299,7 @@ def make_train_step(model: models.AlexNet, plan: partitioning.Plan, mesh, *, tx,
                                          skip_nonfinite=options.skip_nonfinite_steps)
     else:  # the FC layers were updated pass by pass in region 1.
       fc_params, fc_opt_state, fc_finite = fc
-      finite = finite & (fc_finite > 0)
+      finite = finite & fc_finite
       new_state = apply_conv_gradients(state, grads, batch_stats=batch_stats, tx=tx,
                                        fc_params=fc_params, fc_opt_state=fc_opt_state,
                                        finite=finite,
