@@ -48,6 +48,22 @@ class HloStatsTest(absltest.TestCase):
     self.assertAlmostEqual(stats["reduce-scatter"].bytes_per_device, 3 * n / 4)
     self.assertEqual(stats["all-to-all"].ops, 0)
 
+  def test_groups_named_by_mesh_axes(self):
+    # XLA under JAX >= 0.11 writes a collective's groups as the mesh axes they span (lines as
+    # it compiled them for a 2 × 4 mesh); the group is the product of those axes' sizes.
+    hlo = """ENTRY %main.0_spmd (param.1: f32[8,16]) -> f32[8,16] {
+  %param.1 = f32[8,16]{1,0} parameter(0)
+  %psum.7 = f32[8,16]{1,0} all-reduce(%param.1), channel_id=1, replica_groups=mesh['data'=2,'model'=4] {'model'}, use_global_device_ids=true, to_apply=%region_0.0
+  %psum.8 = f32[8,16]{1,0} all-reduce(%param.1), channel_id=2, replica_groups=mesh['data'=2,'model'=4] {'data','model'}, use_global_device_ids=true, to_apply=%region_0.0
+  ROOT %all_gather.3 = f32[16,16]{1,0} all-gather(%param.1), channel_id=3, replica_groups=mesh['data'=2,'model'=4] {'data'}, dimensions={0}, use_global_device_ids=true
+}
+"""
+    n = 8 * 16 * 4
+    stats = hlo_stats.collective_stats(hlo, num_devices=8)
+    self.assertAlmostEqual(stats["all-reduce"].bytes_per_device, 2 * 3 / 4 * n + 2 * 7 / 8 * n)
+    self.assertEqual(stats["all-reduce"].messages_per_device, 2 * 3 + 2 * 7)
+    self.assertAlmostEqual(stats["all-gather"].bytes_per_device, 1 / 2 * 2 * n)
+
   def test_parameter_server_serialises_at_the_root(self):
     # 2(p − 1) = 6 permutes of the whole vector over the model axis; in each, one device of
     # every 4 sends, so a device sends 6 · n / 4 on average — but the root sends the sum back

@@ -24,6 +24,7 @@ all-reduce is counted as the reduce-scatter it is, its result being the input ÷
 """
 
 import dataclasses
+import math
 import re
 
 KINDS = ("all-reduce", "all-gather", "reduce-scatter", "collective-permute", "all-to-all")
@@ -69,6 +70,12 @@ def _group_size(line: str, num_devices: int) -> int:
   iota = re.search(r"replica_groups=\[(\d+),(\d+)\]", line)  # [groups,size]<=[devices]
   if iota:
     return int(iota.group(2))
+  # XLA since JAX 0.11 names the mesh and the axes a group spans:
+  # `replica_groups=mesh['data'=2,'model'=4] {'model'}` (a group of 4).
+  named = re.search(r"replica_groups=mesh\[(?P<mesh>[^\]]*)\]\s*\{(?P<axes>[^}]*)\}", line)
+  if named:
+    sizes = {axis: int(size) for axis, size in re.findall(r"'([^']+)'=(\d+)", named["mesh"])}
+    return math.prod(sizes[axis] for axis in re.findall(r"'([^']+)'", named["axes"]))
   return num_devices  # no groups: every device takes part
 
 
