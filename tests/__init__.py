@@ -3,7 +3,7 @@ as `tests.<name>`; `python -m tests.<name>` too):
 
 * 8 simulated CPU devices, set before anything queries the devices;
 * JAX on the CPU only (JAX_PLATFORMS=cpu, unless the environment names platforms), also for the
-  `main.py` processes the tests start: with libtpu installed (requirements.txt has it, for
+  `main.py` processes the tests start: with libtpu installed (requirements-test.txt has it, for
   tests/tpu_compile_test.py) JAX would otherwise try to open a TPU in every process and print
   libtpu's complaints; on a GPU machine the suite likewise runs on CPU devices, as on CI;
 * XLA:CPU's LLVM at optimisation level 0 (unless XLA_FLAGS names a level): the suite's programs

@@ -1,6 +1,7 @@
 """The project as a user installs it: the wheel holds every module and package of the checkout,
 and its entry modules import and find their data outside the checkout."""
 
+import importlib.metadata
 import os
 import shutil
 import subprocess
@@ -10,6 +11,9 @@ import tomllib
 import zipfile
 
 from absl.testing import absltest
+from packaging.markers import Marker
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NOT_SHIPPED = {"tests"}  # the suite runs from the checkout.
@@ -39,39 +43,77 @@ def wheel_modules(wheel: str) -> set[str]:
   return names
 
 
-def pins(lines) -> dict[str, str]:
-  """{package: version} of `name==version` requirement lines (comments and blanks skipped)."""
-  result = {}
+def requirements(lines) -> set[tuple]:
+  """(name, extras, version specifier, environment marker) of each requirement line; comments,
+  blanks and `-r` includes skipped."""
+  found = set()
   for line in lines:
     line = line.split("#")[0].strip()
-    if line:
-      name, version = line.split("==")
-      result[name.strip().lower().replace("_", "-")] = version.strip()
-  return result
+    if line and not line.startswith("-r"):
+      r = Requirement(line)
+      found.add((canonicalize_name(r.name), tuple(sorted(r.extras)), str(r.specifier),
+                 str(r.marker or "")))
+  return found
+
+
+def read_requirements(name: str) -> set[tuple]:
+  with open(os.path.join(ROOT, name)) as f:
+    return requirements(f)
+
+
+def version_for(name: str, pins: set[tuple], python: str) -> str:
+  """The one version `pins` give package `name` on Python `python` ("3.12")."""
+  (spec,) = [spec for n, extras, spec, marker in pins if n == name and not extras and
+             (not marker or Marker(marker).evaluate({"python_version": python}))]
+  return spec.removeprefix("==")
+
+
+def pyproject() -> dict:
+  with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
+    return tomllib.load(f)["project"]
 
 
 class PinsTest(absltest.TestCase):
 
-  def test_pyproject_pins_what_requirements_txt_pins(self):
-    # CI installs requirements.txt; `pip install -e ".[test]"` reads pyproject.toml.
-    with open(os.path.join(ROOT, "requirements.txt")) as f:
-      wanted = pins(f)
-    with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
-      project = tomllib.load(f)["project"]
-    declared = pins(project["dependencies"] + project["optional-dependencies"]["test"])
-    self.assertEqual(declared, wanted)
+  def test_pyproject_pins_what_the_requirements_files_pin(self):
+    # CI installs the requirements files; `pip install -e ".[test]"` reads pyproject.toml.
+    project = pyproject()
+    self.assertEqual(requirements(project["dependencies"]), read_requirements("requirements.txt"))
+    self.assertEqual(requirements(project["optional-dependencies"]["test"]),
+                     read_requirements("requirements-test.txt"))
 
-  def test_the_accelerator_builds_are_ci_s_jax_with_a_backend(self):
-    # A CUDA or TPU install must run the JAX the suite ran: only the backend plugin differs.
-    with open(os.path.join(ROOT, "requirements.txt")) as f:
-      jax_version = pins(f)["jax"]
-    with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
-      extras = tomllib.load(f)["project"]["optional-dependencies"]
+  def test_each_python_gets_the_newest_jax_it_can_run(self):
+    # JAX 0.11 and later need Python >= 3.12; jax, jaxlib and flax move together.
+    pins = read_requirements("requirements.txt")
+    for python, jax_version in (("3.11", "0.10.2"), ("3.12", "0.12.0.1"), ("3.13", "0.12.0.1")):
+      self.assertEqual(version_for("jax", pins, python), jax_version)
+      self.assertEqual(version_for("jaxlib", pins, python), jax_version)
+    # ... and this environment holds the pins of its Python.
+    python = ".".join(map(str, sys.version_info[:2]))
+    for name in ("jax", "jaxlib", "flax"):
+      self.assertEqual(importlib.metadata.version(name), version_for(name, pins, python))
+
+  def test_libtpu_is_jax_tpu_s_own_pin_and_only_a_test_requirement(self):
+    # The suite's TPU compile needs the libtpu that jax[tpu] asks for; a user who trains on a CPU
+    # or GPU never downloads it.
+    self.assertNotIn("libtpu", {name for name, *_ in read_requirements("requirements.txt")})
+    python = ".".join(map(str, sys.version_info[:2]))
+    wanted = version_for("libtpu", read_requirements("requirements-test.txt"), python)
+    (jax_tpu,) = [Requirement(r) for r in importlib.metadata.requires("jax")
+                  if r.startswith("libtpu") and 'extra == "tpu"' in r]
+    self.assertIn(wanted, jax_tpu.specifier)
+
+  def test_the_accelerator_builds_are_the_same_jax_with_a_backend(self):
+    # A CUDA or TPU install runs the JAX the suite ran on its Python: only the backend differs.
+    jax_pins = {(spec, marker) for name, _, spec, marker in read_requirements("requirements.txt")
+                if name == "jax"}
+    extras = pyproject()["optional-dependencies"]
     for backend in ("cuda12", "cuda13", "tpu"):
+      expected = {("jax", (backend,), spec, marker) for spec, marker in jax_pins}
+      self.assertEqual(read_requirements(f"requirements-{backend}.txt"), expected)
       with open(os.path.join(ROOT, f"requirements-{backend}.txt")) as f:
-        lines = [line.split("#")[0].strip() for line in f if line.split("#")[0].strip()]
-      self.assertEqual(lines, ["-r requirements.txt", f"jax[{backend}]=={jax_version}"])
-      self.assertEqual(extras[backend], [f"jax[{backend}]=={jax_version}"])
+        self.assertIn("-r requirements.txt", [line.strip() for line in f])
+      self.assertEqual(requirements(extras[backend]), expected)
 
 
 class WheelTest(absltest.TestCase):
