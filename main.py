@@ -14,10 +14,8 @@ runs the same command; process 0 writes logs, metrics and TensorBoard; checkpoin
 all of them into --workdir, which must be a path they all share.
 """
 
-import importlib.util
 import json
 import os
-import subprocess
 import sys
 
 from absl import app, flags, logging
@@ -89,28 +87,6 @@ def _workdir(config_flag) -> str:
   return os.path.join("runs", name)
 
 
-def _nvidia_gpus() -> list[str]:
-  """The NVIDIA GPUs `nvidia-smi -L` lists (none where it is missing or fails)."""
-  try:
-    listed = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20)
-  except (OSError, subprocess.SubprocessError):
-    return []
-  return [line.split(" (UUID")[0] for line in listed.stdout.splitlines()
-          if listed.returncode == 0 and line.startswith("GPU ")]
-
-
-def _only_the_cpu_can_run() -> bool:
-  """Whether this machine has no TPU chip and no GPU: JAX's own probes of the PCI bus and the GPU
-  device files (what JAX checks before it opens an accelerator)."""
-  try:
-    from jax._src import hardware_utils
-    return (hardware_utils.num_available_tpu_chips_and_device_id()[0] == 0
-            and not hardware_utils.has_visible_nvidia_gpu()
-            and hardware_utils.num_available_amd_gpus(stop_at=1) == 0)
-  except (ImportError, AttributeError, OSError):  # another JAX's internals: let JAX decide.
-    return False
-
-
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
@@ -134,30 +110,18 @@ def main(argv):
     print(json.dumps({"workdir": workdir, **spec.describe()}, indent=1))
     return
   mesh = spec.plan.data * spec.plan.model
-  # Must precede the first device query; it only affects the CPU backend, so it is harmless where
-  # accelerators run the mesh. Each process simulates its share of the mesh.
+  from hybrid_parallel import platforms
+  # Each process simulates its share of the mesh where the CPU runs it.
+  platforms.start(cpu_devices=_CPU_DEVICES.value or max(1, mesh // processes))
   import jax
-  jax.config.update("jax_num_cpu_devices", _CPU_DEVICES.value or max(1, mesh // processes))
-  chosen_platforms = jax.config.jax_platforms  # JAX_PLATFORMS, where the user set it.
-  # requirements.txt installs libtpu (it compiles for TPU topologies anywhere); where no TPU is
-  # attached JAX would still try to open one and print libtpu's complaints before it settles on
-  # the CPU. Where nothing but the CPU can run, JAX is told so.
-  if not chosen_platforms and importlib.util.find_spec("libtpu") and _only_the_cpu_can_run():
-    jax.config.update("jax_platforms", "cpu")
   if _COORDINATOR.value or _DISTRIBUTED.value:
     _initialize_distributed(jax)
   import train  # Imported after the device count is set: nothing may query devices earlier.
   from hybrid_parallel import faults
 
-  if jax.default_backend() == "cpu":
-    gpus = [] if chosen_platforms else _nvidia_gpus()  # the user's choice needs no advice.
-    if gpus:  # JAX falls back to the CPU with one easily missed line of its own.
-      logging.warning("%s present, but this jaxlib has no CUDA backend and JAX runs on the CPU; "
-                      "for the GPU: pip install -r requirements-cuda12.txt (or -cuda13.txt).",
-                      " and ".join(gpus))
-    if mesh > 1:
-      logging.info("JAX runs on the CPU: simulating %d CPU devices for the %d×%d mesh.",
-                   jax.device_count(), spec.plan.data, spec.plan.model)
+  if jax.default_backend() == "cpu" and mesh > 1:
+    logging.info("JAX runs on the CPU: simulating %d CPU devices for the %d×%d mesh.",
+                 jax.device_count(), spec.plan.data, spec.plan.model)
   try:
     train.train_and_evaluate(spec, workdir)
   except faults.Stopped as e:

@@ -71,6 +71,7 @@ import traceback
 from absl import app, flags
 
 from benchmarks import main_runs, step_timing, tables, torch_alexnet
+from hybrid_parallel import platforms
 
 # JAX would take 75% of the GPU's memory at its first use, leaving the PyTorch worker too little;
 # with this it takes what it uses (and the device's peak figure means something).
@@ -510,6 +511,7 @@ def _write(report: dict) -> None:
 
 def main(argv):
   del argv
+  platforms.start()  # before anything queries the devices.
   sizes = DRY if _DRY_RUN.value else PAPER
   if _WORKER.value:
     if _WORKER.value == "pytorch":

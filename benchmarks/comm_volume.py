@@ -20,6 +20,7 @@ import os
 from absl import app, flags
 
 from benchmarks import config_or_all, tables
+from hybrid_parallel import platforms
 
 _CONFIG, _ALL = config_or_all.define_flags(
     all_help="Every Table-1 config and owt8, and data4 with every grad_reduce; writes "
@@ -67,14 +68,13 @@ def measure(config, *, paper_sizes: bool, num_classes: int) -> dict:
 
 def main(argv):
   del argv
-  import jax
   if not _ALL.value:
-    jax.config.update("jax_num_cpu_devices", _CONFIG.value.mesh.data * _CONFIG.value.mesh.model)
+    platforms.start(cpu_devices=_CONFIG.value.mesh.data * _CONFIG.value.mesh.model)
     print(json.dumps(measure(_CONFIG.value, paper_sizes=_PAPER.value,
                              num_classes=_CLASSES.value)))
     return
+  platforms.start(cpu_devices=8)
   from hybrid_parallel import collectives
-  jax.config.update("jax_num_cpu_devices", 8)
   runs = [(name, "psum", "a") for name in TABLE1]
   runs += [("owt8", "psum", variant) for variant in ("b", "c")]  # Krizhevsky's FC passes.
   runs += [(tables.COMM_VOLUME_ALGORITHMS_CONFIG, a, "a") for a in collectives.ALGORITHMS

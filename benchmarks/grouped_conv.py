@@ -23,6 +23,7 @@ import time
 from absl import app, flags
 
 from benchmarks import step_timing, tables
+from hybrid_parallel import platforms
 
 _BATCH = flags.DEFINE_integer("batch", 8, "Images per batch of the paper-size rows.")
 _REPEATS = flags.DEFINE_integer("repeats", 5, "Timed calls per layer and implementation.")
@@ -90,6 +91,7 @@ def step_rows() -> list[dict]:
 
 def main(argv):
   del argv
+  platforms.start()  # before anything queries the devices.
   import jax
   from hybrid_parallel import compiler_options
   options = (dict(compiler_options.CPU_STEP_OPTIONS) if jax.default_backend() == "cpu"

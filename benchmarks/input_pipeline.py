@@ -38,6 +38,7 @@ import time
 from absl import app, flags
 
 from benchmarks import main_runs, step_timing, tables
+from hybrid_parallel import platforms
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SECTIONS = ("tfds", "prepare", "prepared", "trainer")
@@ -278,6 +279,7 @@ def cpu_model() -> str:
 
 def main(argv):
   del argv
+  platforms.start()  # before anything queries the devices.
   from hybrid_parallel import models
   from hybrid_parallel.analysis import costmodel
   dry = _DRY_RUN.value

@@ -45,6 +45,7 @@ import time
 from absl import app, flags, logging
 
 from benchmarks import tables
+from hybrid_parallel import platforms
 
 _OUT = flags.DEFINE_string("out", tables.DOCS, "Output directory.")
 _MODELS = flags.DEFINE_list("models", ["alexnet", "alexnet_owt", "alexnet_bn"], "Models.")
@@ -212,6 +213,7 @@ def write_outputs(results, out: str) -> None:
 
 def main(argv):
   del argv
+  platforms.start()  # before anything queries the devices.
   import experiment
   from hybrid_parallel import faults
   from hybrid_parallel.errors import UserError

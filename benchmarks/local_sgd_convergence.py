@@ -21,6 +21,7 @@ import tempfile
 from absl import app, flags, logging
 
 from benchmarks import tables
+from hybrid_parallel import platforms
 
 _OUT = flags.DEFINE_string("out", tables.DOCS, "Output directory.")
 _MODEL = flags.DEFINE_string("model", "alexnet_tiny", "Model name.")
@@ -44,8 +45,7 @@ def runs():
 
 def main(argv):
   del argv
-  import jax
-  jax.config.update("jax_num_cpu_devices", REPLICAS)
+  platforms.start(cpu_devices=REPLICAS)
   import matplotlib
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt

@@ -16,6 +16,7 @@ import os
 from absl import app, flags
 
 from benchmarks import step_timing, tables
+from hybrid_parallel import platforms
 
 _BATCH = flags.DEFINE_integer("batch", 32, "Images per batch.")
 _REPEATS = flags.DEFINE_integer("repeats", 10, "Timed calls per variant.")
@@ -26,6 +27,7 @@ SHAPES = ((55, 64), (27, 192), (13, 256))  # alexnet_owt's pool inputs at 224²:
 
 def main(argv):
   del argv
+  platforms.start()  # before anything queries the devices.
   import jax
   import jax.numpy as jnp
   import numpy as np

@@ -26,6 +26,7 @@ import time
 from absl import app, flags
 
 from benchmarks import step_timing, tables, torch_alexnet
+from hybrid_parallel import platforms
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -84,6 +85,7 @@ def serve(framework: str) -> None:
 
 def main(argv):
   del argv
+  platforms.start()  # before anything queries the devices.
   import numpy as np
   if _WORKER.value:
     return serve(_WORKER.value)

@@ -28,7 +28,7 @@ import os
 from absl import app, flags
 
 from benchmarks import tables
-from hybrid_parallel import models, partitioning
+from hybrid_parallel import models, partitioning, platforms
 from hybrid_parallel.analysis import costmodel
 
 _OUT = flags.DEFINE_string("out", tables.DOCS, "Output directory.")
@@ -131,6 +131,7 @@ def owt_variants(arch, link) -> dict:
 
 def main(argv):
   del argv
+  platforms.start()  # before anything queries the devices.
   import matplotlib
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt

@@ -27,6 +27,7 @@ import time
 from absl import app, flags
 
 from benchmarks import tables
+from hybrid_parallel import platforms
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _KILLS = flags.DEFINE_integer("kills", 6, "SIGKILLs before the SIGTERM and the SIGINT.")
@@ -111,6 +112,7 @@ def interrupted_run(workdir: str, *, steps: int, kills: int, rng: random.Random)
 
 def main(argv):
   del argv
+  platforms.start()  # before anything queries the devices.
   import jax
   import numpy as np
   from tensorboard.backend.event_processing import event_accumulator

@@ -32,6 +32,7 @@ from absl import app, flags
 from ml_collections import config_flags
 
 from benchmarks import config_or_all, step_timing, tables
+from hybrid_parallel import platforms
 
 _CONFIG, _ALL = config_or_all.define_flags(all_help="Table-1 configs and owt8 under every backend.")
 _STEPS = flags.DEFINE_integer("steps", 10, "Timed steps.")
@@ -96,8 +97,8 @@ def _plot(rows, path: str) -> None:
 
 def main(argv):
   del argv
+  platforms.start(cpu_devices=8)
   import jax
-  jax.config.update("jax_num_cpu_devices", 8)
   cpu_flops = step_timing.cpu_gemm_flops() if jax.devices()[0].platform == "cpu" else None
   if not _ALL.value:
     result = measure(_CONFIG.value, cpu_flops)

@@ -1,6 +1,6 @@
 r"""Every scheme compiled for TPU topologies on this machine (no TPU needed), as JSON rows.
 
-  pip install -r requirements.txt          # with libtpu: compiles for TPUs without one
+  pip install -r requirements-test.txt     # with libtpu: compiles for TPUs without one
   python -m benchmarks.tpu_compile [--topologies=v2:2x2,v5e:2x4] [--configs=hybrid4,owt8]
                                    [--dtypes=bfloat16,float32] [--out=docs]
 
@@ -29,6 +29,7 @@ each topology given and go to tpu_choices.json, replacing that topology's earlie
 """
 
 import importlib
+import importlib.metadata
 import json
 import os
 import time
@@ -36,6 +37,7 @@ import time
 from absl import app, flags
 
 from benchmarks import tables
+from hybrid_parallel import platforms
 from hybrid_parallel.analysis.tpu_topologies import TOPOLOGIES, topology_devices
 
 CONFIGS = ("single", "data2", "data4", "model2", "hybrid4", "owt8", "owt8:b", "owt8:c",
@@ -76,7 +78,10 @@ def compile_row(topology: str, name: str, dtype: str, *, devices, **overrides) -
   config = _config(name, dtype, **overrides)
   row = {"topology": topology, "config": name, "dtype": dtype,
          "device_kind": devices[0].device_kind, "devices": len(devices),
-         "global_batch": config.global_batch_size}
+         "global_batch": config.global_batch_size,
+         # The compiler is libtpu's, and its choices (which collective, which layout) change
+         # from release to release: every row says which compiled it.
+         "jax": jax.__version__, "libtpu": importlib.metadata.version("libtpu")}
   try:
     run = experiment.build(experiment.resolve(config), num_classes=1000, channels=3,
                            steps_per_epoch=100, total_steps=1000, devices=devices, abstract=True)
@@ -194,6 +199,7 @@ def _replace_topology(rows: list[dict], topology: str, new_rows: list[dict]) -> 
 
 def main(argv):
   del argv
+  platforms.start()  # before anything queries the devices.
   if _CHOICES.value or _LARGEST.value:
     path = os.path.join(_OUT.value, "tpu_choices.json")
     result = tables.load_if_present(path, default={}) or {}
