@@ -1,9 +1,11 @@
-"""What notebooks/colab.ipynb needs from the runtime it finds: the packages to install (never the
-runtime's own JAX stack) and where the chosen scheme trains. Standard library only: it runs
-before anything is installed."""
+"""What notebooks/colab.ipynb needs from the runtime it finds: whether its JAX is one the project
+supports, the packages to install (never the runtime's own JAX stack) and where the chosen scheme
+trains. Standard library only: it runs before anything is installed."""
 
 import dataclasses
 import importlib.metadata
+import operator
+import re
 import sys
 
 # Colab's jax / jaxlib (and their CUDA plugin or libtpu), TensorFlow and TensorBoard are built for
@@ -17,8 +19,46 @@ NEVER_INSTALLED = frozenset({"jax", "jaxlib", "libtpu", "tensorflow", "tensorflo
 DEFAULT_MULTI_DEVICE_CONFIG, DEFAULT_SINGLE_DEVICE_CONFIG = "hybrid4", "single"
 
 
+# The JAX releases the suite runs on (CI: 0.10.2 on Python 3.11, 0.12 on Python 3.12; README).
+OLDEST_JAX, NEWEST_JAX_SERIES = (0, 10, 2), (0, 12)
+
+
+def _release(version: str) -> tuple[int, ...]:
+  """(0, 12, 0, 1) of "0.12.0.1": the leading release numbers (a ".dev1" or "rc1" suffix dropped)."""
+  return tuple(int(part) for part in re.match(r"\d+(?:\.\d+)*", version).group().split("."))
+
+
+def unsupported_jax(version: str) -> str | None:
+  """One sentence when the runtime's JAX `version` is outside the range the project supports,
+  else None. The runtime's JAX is never replaced (it is built for the runtime's accelerator)."""
+  release = _release(version)
+  if OLDEST_JAX <= release and release[:2] <= NEWEST_JAX_SERIES:
+    return None
+  supported = (f"{'.'.join(map(str, OLDEST_JAX))} to "
+               f"{'.'.join(map(str, NEWEST_JAX_SERIES))}.x")
+  return (f"This runtime has JAX {version} and hybrid_parallel supports JAX {supported}: use a "
+          f"runtime with such a JAX, or install one (pip install -r requirements-cuda13.txt, "
+          f"-cuda12.txt or -tpu.txt) and restart the runtime.")
+
+
 def _name(requirement: str) -> str:
-  return requirement.split("==")[0].split("[")[0].strip().lower().replace("_", "-")
+  return re.split(r"[=<>!~;\[ ]", requirement, maxsplit=1)[0].strip().lower().replace("_", "-")
+
+
+_COMPARE = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
+            "==": operator.eq, "!=": operator.ne}
+
+
+def _applies(requirement: str, python: tuple[int, ...]) -> bool:
+  """Whether `requirement`'s environment marker, if any, holds for Python `python` (the markers
+  of requirements.txt are all of the form `python_version OP "X.Y"`)."""
+  if ";" not in requirement:
+    return True
+  marker = re.fullmatch(r'\s*python_version\s*(<=|>=|==|!=|<|>)\s*"([\d.]+)"\s*',
+                        requirement.split(";", 1)[1])
+  if not marker:
+    raise ValueError(f"requirements.txt has a marker this notebook cannot read: {requirement}")
+  return _COMPARE[marker.group(1)](python[:2], _release(marker.group(2)))
 
 
 def _installed(name: str) -> bool:
@@ -29,11 +69,14 @@ def _installed(name: str) -> bool:
     return False
 
 
-def requirements_to_install(requirements_txt: str, *, installed=_installed) -> list[str]:
-  """The pinned requirements (lines of requirements.txt) the runtime lacks, less NEVER_INSTALLED."""
+def requirements_to_install(requirements_txt: str, *, installed=_installed,
+                            python: tuple[int, ...] = sys.version_info[:2]) -> list[str]:
+  """The pinned requirements (lines of requirements.txt) for this `python` that the runtime
+  lacks, less NEVER_INSTALLED, without their markers."""
   wanted = [line.split("#")[0].strip() for line in requirements_txt.splitlines()]
-  return [r for r in wanted
-          if r and _name(r) not in NEVER_INSTALLED and not installed(_name(r))]
+  return [r.split(";")[0].strip() for r in wanted
+          if r and _applies(r, python) and _name(r) not in NEVER_INSTALLED
+          and not installed(_name(r))]
 
 
 def pip_command(missing: list[str]) -> list[str]:

@@ -1,8 +1,9 @@
 """DESIGN.md's code conventions that a machine can check: factories take at most three essentials
-positionally, everything else keyword-only."""
+positionally, everything else keyword-only; anything deprecated fails the suite."""
 
 import ast
 import os
+import warnings
 
 from absl.testing import absltest
 
@@ -32,6 +33,12 @@ def public_functions(tree: ast.Module):
 
 
 class ConventionsTest(absltest.TestCase):
+
+  def test_a_deprecation_fails_the_suite(self):
+    # pyproject.toml's filterwarnings: what JAX, Flax, optax or orbax deprecate is an error here,
+    # so the suite fails on the release that deprecates something the project uses.
+    with self.assertRaises(DeprecationWarning):
+      warnings.warn("deprecated", DeprecationWarning, stacklevel=1)
 
   def test_at_most_three_positional_parameters(self):
     offenders = []

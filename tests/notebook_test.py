@@ -84,6 +84,16 @@ class RuntimeTest(absltest.TestCase):
     self.assertEqual(run.note, "owt8 needs 8 devices and this runtime has 1 gpu device(s): it "
                      "runs on 8 simulated CPU devices, with the narrow _tiny network at 64².")
 
+  def test_a_jax_outside_the_supported_range_is_named_in_one_sentence(self):
+    for version in ("0.10.2", "0.11.2", "0.12.0.1", jax.__version__):
+      self.assertIsNone(runtime.unsupported_jax(version))
+    for version in ("0.10.1", "0.7.2", "0.13.0", "0.13.0.dev20261201"):
+      self.assertEqual(runtime.unsupported_jax(version),
+                       f"This runtime has JAX {version} and hybrid_parallel supports JAX 0.10.2 "
+                       f"to 0.12.x: use a runtime with such a JAX, or install one (pip install -r "
+                       f"requirements-cuda13.txt, -cuda12.txt or -tpu.txt) and restart the "
+                       f"runtime.")
+
   def test_setup_installs_only_what_is_missing_and_never_the_runtimes_stack(self):
     with open(os.path.join(ROOT, "requirements.txt")) as f:
       requirements = f.read()
@@ -93,7 +103,13 @@ class RuntimeTest(absltest.TestCase):
     self.assertContainsSubset({"flax", "optax", "orbax-checkpoint", "ml-collections"}, names)
     self.assertEmpty(names & {"jax", "jaxlib", "libtpu", "tensorflow-cpu", "ipykernel", "pytest",
                               "nbclient"})
-    self.assertTrue(all("==" in r for r in everything))  # pinned, as CI installs them.
+    self.assertTrue(all("==" in r and ";" not in r for r in everything))  # pinned, as CI's.
+    # The pins of the runtime's Python: requirements.txt's markers pick flax with the JAX.
+    flax_for = {python: [r for r in runtime.requirements_to_install(
+        requirements, installed=lambda name: False, python=python) if r.startswith("flax")]
+                for python in ((3, 11), (3, 12), (3, 13))}
+    self.assertEqual(flax_for, {(3, 11): ["flax==0.12.8"], (3, 12): ["flax==0.12.12"],
+                                (3, 13): ["flax==0.12.12"]})
     # This environment (requirements.txt installed): nothing.
     self.assertEqual(runtime.requirements_to_install(requirements), [])
     command = runtime.pip_command(["flax==0.12.8"])
