@@ -336,3 +336,34 @@ def build(spec: RunSpec, *, num_classes: int, channels: int, steps_per_epoch: in
                                       crops=spec.data.eval_crops,
                                       tune_xla_cpu=spec.step.tune_xla_cpu)
   return Experiment(spec, mesh, model, tx, schedule, scheme, eval_step)
+
+
+@dataclasses.dataclass(frozen=True)
+class CompileOnly:
+  """A run's train step lowered without running it (`lower_train_step`)."""
+  run: Experiment  # its state shape structs, laid out on the mesh.
+  lowered: jax.stages.Lowered  # `.compile()`: the program to read (HLO, memory, cost) or run.
+
+
+def lower_train_step(spec: RunSpec, *, num_classes: int, channels: int = 3, devices=None,
+                     steps_per_epoch: int = 100, total_steps: int = 1000) -> CompileOnly:
+  """The train step of `spec` on `devices`, lowered for its global batch — the program
+  `train.py` runs, with no array made: the one path by which benchmarks and tests compile a
+  config's step for devices that are here, or that are not (a TPU or GPU topology's compile-only
+  devices).
+
+  Args:
+    spec: the resolved run.
+    num_classes, channels: the dataset's.
+    devices: where the mesh goes; default `jax.devices()`.
+    steps_per_epoch, total_steps: the schedule's, which change constants in the program, never
+      its shapes, layout or collectives (any values do for reading a program).
+  """
+  run = build(spec, num_classes=num_classes, channels=channels, steps_per_epoch=steps_per_epoch,
+              total_steps=total_steps, devices=devices, abstract=True)
+  shape = models.input_shape(spec.model.name, spec.image_size, channels,
+                             batch=spec.global_batch_size)
+  images = jax.ShapeDtypeStruct(shape, jax.numpy.float32, sharding=run.batch_sharding)
+  labels = jax.ShapeDtypeStruct(shape[:1], jax.numpy.int32, sharding=run.batch_sharding)
+  with jax.set_mesh(run.mesh):  # as train.py's loop runs the step.
+    return CompileOnly(run, run.scheme.train_step.lower(run.scheme.state, images, labels))

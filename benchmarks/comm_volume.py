@@ -13,12 +13,12 @@ prints one JSON object per config next to the analytic minimum of
 --paper_sizes uses 224² inputs and 1000 classes (the papers' AlexNet) instead of the config's.
 """
 
-import importlib
 import json
 import os
 
 from absl import app, flags
 
+import configs
 from benchmarks import config_or_all, tables
 from hybrid_parallel import platforms
 
@@ -28,13 +28,10 @@ _CONFIG, _ALL = config_or_all.define_flags(
 _PAPER = flags.DEFINE_bool("paper_sizes", False, "224² inputs and 1000 classes.")
 _CLASSES = flags.DEFINE_integer("num_classes", 10, "Classifier width (without --paper_sizes).")
 _OUT = flags.DEFINE_string("out", tables.DOCS, "Where --all writes comm_volume.json.")
-TABLE1 = config_or_all.TABLE1
 
 
 def measure(config, *, paper_sizes: bool, num_classes: int) -> dict:
   """Compiles one config's train step and returns its traffic (HLO and analytic) as a dict."""
-  import jax
-  import jax.numpy as jnp
   import experiment
   from hybrid_parallel import models
   from hybrid_parallel.analysis import costmodel, hlo_stats
@@ -42,14 +39,9 @@ def measure(config, *, paper_sizes: bool, num_classes: int) -> dict:
   image_size, classes = (224, 1000) if paper_sizes else (config.image_size, num_classes)
   config = config.copy_and_resolve_references()
   config.image_size = image_size
-  run = experiment.build(experiment.resolve(config), num_classes=classes, channels=3,
-                         steps_per_epoch=100, total_steps=1000, abstract=True)
-  plan, scheme, sharding = run.plan, run.scheme, run.batch_sharding
-  batch = config.global_batch_size
-  images = jax.ShapeDtypeStruct((batch, image_size, image_size, 3), jnp.float32,
-                                sharding=sharding)
-  labels = jax.ShapeDtypeStruct((batch,), jnp.int32, sharding=sharding)
-  hlo = scheme.train_step.lower(scheme.state, images, labels).compile().as_text()
+  step = experiment.lower_train_step(experiment.resolve(config), num_classes=classes)
+  plan, batch = step.run.plan, config.global_batch_size
+  hlo = step.lowered.compile().as_text()
   stats = hlo_stats.collective_stats(hlo, plan.data * plan.model)
   analytic = costmodel.traffic(models.ARCHITECTURES[config.model], plan, global_batch=batch,
                                image_size=image_size, num_classes=classes)
@@ -75,13 +67,13 @@ def main(argv):
     return
   platforms.start(cpu_devices=8)
   from hybrid_parallel import collectives
-  runs = [(name, "psum", "a") for name in TABLE1]
+  runs = [(name, "psum", "a") for name in configs.TABLE1]
   runs += [("owt8", "psum", variant) for variant in ("b", "c")]  # Krizhevsky's FC passes.
   runs += [(tables.COMM_VOLUME_ALGORITHMS_CONFIG, a, "a") for a in collectives.ALGORITHMS
            if a != "psum"]
   rows = []
   for name, algorithm, variant in runs:
-    config = importlib.import_module(f"configs.{name}").get_config()
+    config = configs.get(name)
     config.grad_reduce, config.owt_variant = algorithm, variant
     result = {"config": name, **measure(config, paper_sizes=_PAPER.value,
                                         num_classes=_CLASSES.value)}

@@ -5,9 +5,6 @@ parsing, before any work."""
 from absl import flags
 from ml_collections import config_flags
 
-# Yadan et al.'s Table 1 as this project's configs, and Krizhevsky 2014's owt8.
-TABLE1 = ("single", "data2", "data4", "model2", "hybrid4", "owt8")
-
 
 def define_flags(*, all_help: str):
   """Defines --config (a config file) and --all (`all_help`); returns their holders."""

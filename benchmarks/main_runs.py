@@ -5,7 +5,6 @@ overrides) in its own process and returns its wall-clock and final metrics; metr
 run's metrics.jsonl back.
 """
 
-import importlib
 import json
 import os
 import shutil
@@ -13,6 +12,8 @@ import statistics
 import subprocess
 import sys
 import time
+
+import configs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -40,7 +41,7 @@ def run_config(name: str, workdirs: str, *, overrides: tuple[str, ...] = (),
   last_eval = [r for r in rows if "eval_top1" in r][-1]
   train_rows = [r for r in rows if "train_loss" in r]
   rates = [r["images_per_sec"] for r in train_rows][1:]  # the first window holds the compile.
-  config = importlib.import_module(f"configs.{name}").get_config()
+  config = configs.get(name)
   return {"config": name, "mesh": f"{config.mesh.data}×{config.mesh.model}",
           "scheme": config.parallelism, "model": config.model,
           "global_batch": config.global_batch_size, "overrides": list(overrides),

@@ -24,13 +24,13 @@ docs/performance.md, with each config's step time per image relative to `single`
 CPU, the overhead of the parallel machinery: 1.0 = none).
 """
 
-import importlib
 import json
 import os
 
 from absl import app, flags
 from ml_collections import config_flags
 
+import configs
 from benchmarks import config_or_all, step_timing, tables
 from hybrid_parallel import platforms
 
@@ -39,7 +39,6 @@ _STEPS = flags.DEFINE_integer("steps", 10, "Timed steps.")
 _WARMUP = flags.DEFINE_integer("warmup", 2, "Untimed steps after the compile.")
 _CLASSES = flags.DEFINE_integer("num_classes", 10, "Classifier width.")
 _OUT = flags.DEFINE_string("out", tables.DOCS, "Where --all writes throughput.{json,png}.")
-TABLE1 = config_or_all.TABLE1
 
 
 def measure(config, cpu_flops: float | None) -> dict:
@@ -83,11 +82,11 @@ def _plot(rows, path: str) -> None:
   fig, ax = plt.subplots(figsize=(9, 4))
   width = 0.8 / len(common.BACKENDS)
   for i, backend in enumerate(common.BACKENDS):
-    ours = [(TABLE1.index(r["config"]), r["images_per_sec"]) for r in rows
+    ours = [(configs.TABLE1.index(r["config"]), r["images_per_sec"]) for r in rows
             if r["backend"] == backend]
     ax.bar([j + i * width for j, _ in ours], [v for _, v in ours], width, label=backend)
-  ax.set_xticks([j + width * (len(common.BACKENDS) - 1) / 2 for j in range(len(TABLE1))],
-                TABLE1)
+  ax.set_xticks([j + width * (len(common.BACKENDS) - 1) / 2 for j in range(len(configs.TABLE1))],
+                configs.TABLE1)
   ax.set_ylabel("training images/s")
   ax.set_title(f"AlexNet training throughput ({rows[0]['platform']}, {rows[0]['image_size']}²)")
   ax.legend()
@@ -111,8 +110,8 @@ def main(argv):
   from hybrid_parallel.steps import common
   rows = []
   for backend in common.BACKENDS:
-    for name in TABLE1:
-      config = importlib.import_module(f"configs.{name}").get_config()
+    for name in configs.TABLE1:
+      config = configs.get(name)
       config.backend = backend
       try:
         experiment.resolve(config)

@@ -28,7 +28,6 @@ bfloat16, searched from a guess scaled from tpu.json's row at the config's batch
 each topology given and go to tpu_choices.json, replacing that topology's earlier rows.
 """
 
-import importlib
 import importlib.metadata
 import json
 import os
@@ -36,12 +35,12 @@ import time
 
 from absl import app, flags
 
+import configs
 from benchmarks import tables
 from hybrid_parallel import platforms
 from hybrid_parallel.analysis.tpu_topologies import TOPOLOGIES, topology_devices
 
-CONFIGS = ("single", "data2", "data4", "model2", "hybrid4", "owt8", "owt8:b", "owt8:c",
-           "averaging4", "large_batch")
+CONFIGS = (*configs.TABLE1, "owt8:b", "owt8:c", "averaging4", "large_batch")
 
 _TOPOLOGIES = flags.DEFINE_list("topologies", list(TOPOLOGIES), "TPU topologies to compile for.")
 _CONFIGS = flags.DEFINE_list("configs", list(CONFIGS), "Configs (NAME, or owt8:b / owt8:c for "
@@ -58,7 +57,7 @@ flags.register_validator("configs", lambda names: set(names) <= set(CONFIGS),
 
 def _config(name: str, dtype: str, **overrides):
   config_name, _, variant = name.partition(":")
-  config = importlib.import_module(f"configs.{config_name}").get_config()
+  config = configs.get(config_name)
   config.update(image_size=224, dtype=dtype, **overrides)
   if variant:
     config.owt_variant = variant
@@ -83,16 +82,14 @@ def compile_row(topology: str, name: str, dtype: str, *, devices, **overrides) -
          # from release to release: every row says which compiled it.
          "jax": jax.__version__, "libtpu": importlib.metadata.version("libtpu")}
   try:
-    run = experiment.build(experiment.resolve(config), num_classes=1000, channels=3,
-                           steps_per_epoch=100, total_steps=1000, devices=devices, abstract=True)
+    step = experiment.lower_train_step(experiment.resolve(config), num_classes=1000,
+                                       devices=devices)
   except (UserError, ValueError) as e:  # e.g. jax.make_mesh's rule for megacore chips.
     return {**row, "compiled": False, "reason": " ".join(str(e).split())[:300]}
-  plan, batch = run.plan, config.global_batch_size
-  images = jax.ShapeDtypeStruct((batch, 224, 224, 3), jnp.float32, sharding=run.batch_sharding)
-  labels = jax.ShapeDtypeStruct((batch,), jnp.int32, sharding=run.batch_sharding)
+  plan, batch = step.run.plan, config.global_batch_size
   start = time.perf_counter()
   try:
-    compiled = run.scheme.train_step.lower(run.scheme.state, images, labels).compile()
+    compiled = step.lowered.compile()
   except Exception as e:  # noqa: BLE001 — XLA's reason is the row's result.
     return {**row, "compiled": False, "reason": " ".join(str(e).split())[:300]}
   memory, cost = compiled.memory_analysis(), compiled.cost_analysis() or {}

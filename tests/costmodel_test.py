@@ -4,6 +4,8 @@ import math
 
 from absl.testing import absltest, parameterized
 
+import experiment
+
 from hybrid_parallel import models, partitioning
 from hybrid_parallel.analysis import costmodel, hlo_stats
 from tests import step_test, testing, variable_batch_test
@@ -113,12 +115,12 @@ class CompiledTrafficTest(parameterized.TestCase):
     config = source.CONFIG.copy_and_resolve_references()
     config.owt_variant = variant
     batch = source.GLOBAL_BATCH
-    run = testing.build(name, scheme, data, model, config, batch)
-    hlo = run.scheme.train_step.lower(run.scheme.state,
-                                      *testing.abstract_batch(run, batch)).compile().as_text()
+    step = experiment.lower_train_step(testing.resolve(name, scheme, data, model, config, batch),
+                                       num_classes=10, **testing.SCHEDULE)
+    hlo = step.lowered.compile().as_text()
     stats = hlo_stats.collective_stats(hlo, data * model)
     measured = sum(s.bytes_per_device for s in stats.values())
-    expected = costmodel.traffic(models.ARCHITECTURES[name], run.plan, global_batch=batch,
+    expected = costmodel.traffic(models.ARCHITECTURES[name], step.run.plan, global_batch=batch,
                                  image_size=testing.IMAGE_SIZE, num_classes=10).total
     # Beyond the minimum the step only moves its scalar metrics and finiteness verdict and, in
     # owt, the int32 labels and example ids gathered along with the features (under 8 bytes per

@@ -39,25 +39,20 @@ def resolve(model_name: str, scheme: str, data: int, model: int, config, batch: 
   return experiment.resolve(config)
 
 
+# The tests' schedule: epochs of 10 steps, runs of 100 (a compiled program's constants).
+SCHEDULE = {"steps_per_epoch": 10, "total_steps": 100}
+
+
 def build(model_name: str, scheme: str, data: int, model: int, config, batch: int):
   """The experiment of `config` with this model, scheme, mesh and global batch (10 classes, 3
-  channels; the schedule's epochs are 10 steps, the run 100)."""
+  channels, the tests' SCHEDULE)."""
   return experiment.build(resolve(model_name, scheme, data, model, config, batch),
-                          num_classes=10, channels=3, steps_per_epoch=10, total_steps=100)
+                          num_classes=10, channels=3, **SCHEDULE)
 
 
 def put(run: experiment.Experiment, *arrays):
   """`arrays` laid out as the run's global batches."""
   return tuple(jax.device_put(a, run.batch_sharding) for a in arrays)
-
-
-def abstract_batch(run: experiment.Experiment, batch: int):
-  """Shape structs of a global batch of `batch` images and labels laid out as the run's: what a
-  step is lowered with to read its compiled program without running it."""
-  images = jax.ShapeDtypeStruct((batch, IMAGE_SIZE, IMAGE_SIZE, 3), np.float32,
-                                sharding=run.batch_sharding)
-  labels = jax.ShapeDtypeStruct((batch,), np.int32, sharding=run.batch_sharding)
-  return images, labels
 
 
 def train_steps(run: experiment.Experiment, batches, state=None):

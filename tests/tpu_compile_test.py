@@ -19,15 +19,15 @@ def _hybrid_program(*, devices=None):
   """alexnet_tiny's hybrid 2×2 train step, lowered and compiled for `devices` (default: this
   process's CPU devices), with the analytic minimum it should send."""
   spec = testing.resolve("alexnet_tiny", "hybrid", 2, 2, step_test.CONFIG, BATCH)
-  run = experiment.build(spec, num_classes=10, channels=3, steps_per_epoch=10, total_steps=100,
-                         devices=devices, abstract=True)
   # At the highest precision a TPU convolution keeps float32 operands, so XLA cannot gather them
   # in bfloat16 (which it does at the default precision: docs/tpu.md). The CPU program is
   # costmodel_test's, at the default precision (the same bytes; its compilation is cached).
   with jax.default_matmul_precision("highest" if devices else None):
-    lowered = run.scheme.train_step.lower(run.scheme.state, *testing.abstract_batch(run, BATCH))
-  minimum = costmodel.traffic(models.ARCHITECTURES["alexnet_tiny"], run.plan, global_batch=BATCH,
-                              image_size=testing.IMAGE_SIZE, num_classes=10).total
+    step = experiment.lower_train_step(spec, num_classes=10, devices=devices, **testing.SCHEDULE)
+  lowered = step.lowered
+  minimum = costmodel.traffic(models.ARCHITECTURES["alexnet_tiny"], step.run.plan,
+                              global_batch=BATCH, image_size=testing.IMAGE_SIZE,
+                              num_classes=10).total
   return lowered, lowered.compile().as_text(), minimum
 
 
