@@ -64,6 +64,21 @@ class HloStatsTest(absltest.TestCase):
     self.assertEqual(stats["all-reduce"].messages_per_device, 2 * 3 + 2 * 7)
     self.assertAlmostEqual(stats["all-gather"].bytes_per_device, 1 / 2 * 2 * n)
 
+  def test_device_groups_in_each_form(self):
+    # Which devices meet in each group: what tells whether a collective crosses hosts.
+    groups = lambda text: hlo_stats.device_groups(f"%x = f32[8] all-reduce(%p), {text}", 8)
+    self.assertEqual(groups("replica_groups={{0,2},{1,3},{4,6},{5,7}}"),
+                     [[0, 2], [1, 3], [4, 6], [5, 7]])
+    self.assertEqual(groups("replica_groups=[2,4]<=[8]"), [[0, 1, 2, 3], [4, 5, 6, 7]])
+    self.assertEqual(groups("replica_groups=[2,4]<=[4,2]T(1,0)"), [[0, 2, 4, 6], [1, 3, 5, 7]])
+    self.assertEqual(groups("replica_groups=mesh['data'=2,'model'=4] {'data'}"),
+                     [[0, 4], [1, 5], [2, 6], [3, 7]])
+    self.assertEqual(groups("replica_groups=mesh['data'=2,'model'=4] {'model'}"),
+                     [[0, 1, 2, 3], [4, 5, 6, 7]])
+    self.assertEqual(sorted(groups("replica_groups=mesh['data'=2,'model'=4] {'model','data'}")[0]),
+                     list(range(8)))
+    self.assertEqual(groups("replica_groups={}"), [list(range(8))])
+
   def test_parameter_server_serialises_at_the_root(self):
     # 2(p − 1) = 6 permutes of the whole vector over the model axis; in each, one device of
     # every 4 sends, so a device sends 6 · n / 4 on average — but the root sends the sum back

@@ -27,6 +27,8 @@ import dataclasses
 import math
 import re
 
+import numpy as np
+
 KINDS = ("all-reduce", "all-gather", "reduce-scatter", "collective-permute", "all-to-all")
 _BYTES = {"pred": 1, "s8": 1, "u8": 1, "f16": 2, "bf16": 2, "s16": 2, "u16": 2, "f32": 4,
           "s32": 4, "u32": 4, "f64": 8, "s64": 8, "u64": 8, "c64": 8, "c128": 16}
@@ -63,25 +65,39 @@ def shape_bytes(shape: str) -> int:
   return total
 
 
-def _group_size(line: str, num_devices: int) -> int:
-  explicit = re.search(r"replica_groups=\{(\{[\d,]*\})", line)
-  if explicit:
-    return len(list(filter(None, explicit.group(1).strip("{}").split(","))))
-  iota = re.search(r"replica_groups=\[(\d+),(\d+)\]", line)  # [groups,size]<=[devices]
+def device_groups(line: str, num_devices: int) -> list[list[int]]:
+  """The device groups of a collective instruction's `replica_groups`, in any of XLA's forms."""
+  explicit = re.search(r"replica_groups=\{((?:\{[\d,]*\},?)*)\}", line)
+  if explicit and explicit.group(1):
+    return [[int(d) for d in filter(None, g.split(","))]
+            for g in re.findall(r"\{([\d,]*)\}", explicit.group(1))]
+  # [groups,size]<=[dims]T(perm): the device ids iota(dims), transposed, in rows of `size`.
+  iota = re.search(r"replica_groups=\[(\d+),(\d+)\]<=\[([\d,]+)\](?:T\(([\d,]+)\))?", line)
   if iota:
-    return int(iota.group(2))
+    ids = np.arange(num_devices).reshape([int(d) for d in iota.group(3).split(",")])
+    if iota.group(4):
+      ids = ids.transpose([int(d) for d in iota.group(4).split(",")])
+    return ids.reshape(int(iota.group(1)), int(iota.group(2))).tolist()
   # XLA since JAX 0.11 names the mesh and the axes a group spans:
-  # `replica_groups=mesh['data'=2,'model'=4] {'model'}` (a group of 4).
+  # `replica_groups=mesh['data'=2,'model'=4] {'model'}` (groups of 4 along "model").
   named = re.search(r"replica_groups=mesh\[(?P<mesh>[^\]]*)\]\s*\{(?P<axes>[^}]*)\}", line)
   if named:
-    sizes = {axis: int(size) for axis, size in re.findall(r"'([^']+)'=(\d+)", named["mesh"])}
-    return math.prod(sizes[axis] for axis in re.findall(r"'([^']+)'", named["axes"]))
-  return num_devices  # no groups: every device takes part
+    axes = re.findall(r"'([^']+)'=(\d+)", named["mesh"])
+    spanned = re.findall(r"'([^']+)'", named["axes"])
+    ids = np.arange(math.prod(int(size) for _, size in axes)).reshape(
+        [int(size) for _, size in axes])
+    order = ([i for i, (name, _) in enumerate(axes) if name not in spanned] +
+             [[name for name, _ in axes].index(name) for name in spanned])
+    size = math.prod(int(dict(axes)[name]) for name in spanned)
+    return ids.transpose(order).reshape(-1, size).tolist()
+  return [list(range(num_devices))]  # no groups: every device takes part
 
 
-def _sources(line: str) -> list[int]:
+def _pairs(line: str) -> list[list[int]]:
+  """A collective-permute's [source, target] pairs."""
   pairs = re.search(r"source_target_pairs=\{(.*?)\}\}", line)
-  return [int(src) for src in re.findall(r"\{(\d+),\d+", pairs.group(1) + "}")] if pairs else []
+  return ([[int(a), int(b)] for a, b in re.findall(r"\{(\d+),(\d+)", pairs.group(1) + "}")]
+          if pairs else [])
 
 
 def _async_result(shape: str) -> str:
@@ -93,10 +109,20 @@ def _async_result(shape: str) -> str:
   return " ".join(parts[len(parts) // 2:])
 
 
-def _scan(hlo_text: str, num_devices: int):
-  """(per-kind stats, per-kind list of the bytes each device sends)."""
-  stats = {kind: KindStats() for kind in KINDS}
-  sent = {kind: [0.0] * num_devices for kind in KINDS}
+@dataclasses.dataclass
+class Collective:
+  """One collective instruction of a program and what it sends (module docstring)."""
+  kind: str
+  name: str  # the instruction (an async collective's start)
+  result_bytes: float  # n: its result on one device
+  members: list[list[int]]  # its device groups, or a permute's [source, target] pairs
+  sent: list[float]  # bytes each device sends
+  messages: float  # messages a device sends, on average
+
+
+def collectives(hlo_text: str, num_devices: int) -> list[Collective]:
+  """Every collective instruction of `hlo_text`, in program order (see the module docstring)."""
+  found = []
   computation = ""
   for line in hlo_text.splitlines():
     header = _COMPUTATION.match(line)
@@ -106,34 +132,42 @@ def _scan(hlo_text: str, num_devices: int):
     m = _INSTRUCTION.match(line)
     if not m:
       continue
-    kind = m.group("kind")
-    shape = m.group("shape")
+    kind, shape = m.group("kind"), m.group("shape")
     if m.group("start") and shape.startswith("("):
       shape = _async_result(shape)
     n = shape_bytes(shape)
+    name = re.match(r"^\s*(?:ROOT\s+)?%?([\w.\-]+)", line).group(1)
+    if kind == "collective-permute":
+      pairs = _pairs(line)
+      sent = [0.0] * num_devices
+      for source, _ in pairs:
+        sent[source] += n
+      found.append(Collective(kind, name, n, pairs, sent, len(pairs) / num_devices))
+      continue
+    groups = device_groups(line, num_devices)
     if kind == "all-reduce" and computation.startswith(_FUSED_REDUCE_SCATTER):
       kind = "reduce-scatter"
-      n /= _group_size(line, num_devices)
-    s = stats[kind]
+      n /= len(groups[0])
+    p = len(groups[0])
+    per_device, messages = ({"all-reduce": (2 * (p - 1) / p * n, 2 * (p - 1)),
+                             "all-gather": ((p - 1) / p * n, p - 1),
+                             "reduce-scatter": ((p - 1) * n, p - 1),
+                             "all-to-all": ((p - 1) / p * n, p - 1)}[kind] if p > 1 else (0, 0))
+    found.append(Collective(kind, name, n, groups, [per_device] * num_devices, messages))
+  return found
+
+
+def _scan(hlo_text: str, num_devices: int):
+  """(per-kind stats, per-kind list of the bytes each device sends)."""
+  stats = {kind: KindStats() for kind in KINDS}
+  sent = {kind: [0.0] * num_devices for kind in KINDS}
+  for op in collectives(hlo_text, num_devices):
+    s = stats[op.kind]
     s.ops += 1
-    s.payload_bytes += n
-    if kind == "collective-permute":
-      sources = _sources(line)
-      s.bytes_per_device += n * len(sources) / num_devices
-      s.messages_per_device += len(sources) / num_devices
-      for device in sources:
-        sent[kind][device] += n
-      continue
-    p = _group_size(line, num_devices)
-    if p <= 1:
-      continue
-    per_device, messages = {"all-reduce": (2 * (p - 1) / p * n, 2 * (p - 1)),
-                            "all-gather": ((p - 1) / p * n, p - 1),
-                            "reduce-scatter": ((p - 1) * n, p - 1),
-                            "all-to-all": ((p - 1) / p * n, p - 1)}[kind]
-    s.bytes_per_device += per_device
-    s.messages_per_device += messages
-    sent[kind] = [b + per_device for b in sent[kind]]  # symmetric: every device sends as much
+    s.payload_bytes += op.result_bytes
+    s.bytes_per_device += sum(op.sent) / num_devices
+    s.messages_per_device += op.messages
+    sent[op.kind] = [total + b for total, b in zip(sent[op.kind], op.sent)]
   for kind, s in stats.items():
     s.busiest_device_bytes = max(sent[kind])
   return stats, sent
