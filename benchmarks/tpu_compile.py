@@ -35,12 +35,11 @@ import time
 
 from absl import app, flags
 
-import configs
-from benchmarks import tables
+from benchmarks import compile_only, tables
+from benchmarks.compile_only import CONFIGS
 from hybrid_parallel import platforms
 from hybrid_parallel.analysis.tpu_topologies import TOPOLOGIES, topology_devices
 
-CONFIGS = (*configs.TABLE1, "owt8:b", "owt8:c", "averaging4", "large_batch")
 
 _TOPOLOGIES = flags.DEFINE_list("topologies", list(TOPOLOGIES), "TPU topologies to compile for.")
 _CONFIGS = flags.DEFINE_list("configs", list(CONFIGS), "Configs (NAME, or owt8:b / owt8:c for "
@@ -55,26 +54,14 @@ flags.register_validator("configs", lambda names: set(names) <= set(CONFIGS),
                          message=f"--configs: choose from {', '.join(CONFIGS)}.")
 
 
-def _config(name: str, dtype: str, **overrides):
-  config_name, _, variant = name.partition(":")
-  config = configs.get(config_name)
-  config.update(image_size=224, dtype=dtype, **overrides)
-  if variant:
-    config.owt_variant = variant
-  return config
-
-
 def compile_row(topology: str, name: str, dtype: str, *, devices, **overrides) -> dict:
   """One config compiled for one topology: the row described in the module docstring."""
   import jax
-  import jax.numpy as jnp
   import experiment
-  from hybrid_parallel import models
-  from hybrid_parallel.analysis import costmodel, hlo_stats
   from hybrid_parallel.errors import UserError
 
   device = TOPOLOGIES[topology]
-  config = _config(name, dtype, **overrides)
+  config = compile_only.config(name, dtype, **overrides)
   row = {"topology": topology, "config": name, "dtype": dtype,
          "device_kind": devices[0].device_kind, "devices": len(devices),
          "global_batch": config.global_batch_size,
@@ -82,8 +69,8 @@ def compile_row(topology: str, name: str, dtype: str, *, devices, **overrides) -
          # from release to release: every row says which compiled it.
          "jax": jax.__version__, "libtpu": importlib.metadata.version("libtpu")}
   try:
-    step = experiment.lower_train_step(experiment.resolve(config), num_classes=1000,
-                                       devices=devices)
+    step = experiment.lower_train_step(experiment.resolve(config),
+                                       num_classes=compile_only.NUM_CLASSES, devices=devices)
   except (UserError, ValueError) as e:  # e.g. jax.make_mesh's rule for megacore chips.
     return {**row, "compiled": False, "reason": " ".join(str(e).split())[:300]}
   plan, batch = step.run.plan, config.global_batch_size
@@ -92,20 +79,9 @@ def compile_row(topology: str, name: str, dtype: str, *, devices, **overrides) -
     compiled = step.lowered.compile()
   except Exception as e:  # noqa: BLE001 — XLA's reason is the row's result.
     return {**row, "compiled": False, "reason": " ".join(str(e).split())[:300]}
-  memory, cost = compiled.memory_analysis(), compiled.cost_analysis() or {}
-  hlo = compiled.as_text()
-  # Per device of the mesh, which may be fewer than the topology's: a permute's bytes are shared
-  # among the devices that take part, not the idle ones.
-  sent = sum(s.bytes_per_device
-             for s in hlo_stats.collective_stats(hlo, plan.data * plan.model).values())
-  # Gradients are float32 (the parameters' dtype) and activations the compute dtype's width.
-  analytic = {width: costmodel.traffic(models.ARCHITECTURES[config.model], plan,
-                                       global_batch=batch, image_size=224, num_classes=1000,
-                                       bytes_per_value=width)
-              for width in (4, jnp.dtype(dtype).itemsize)}
-  analytic_bytes = analytic[4].gradients + analytic[jnp.dtype(dtype).itemsize].activations
-  hbm_bytes = (memory.argument_size_in_bytes + memory.temp_size_in_bytes +
-               memory.output_size_in_bytes - memory.alias_size_in_bytes)
+  cost = compiled.cost_analysis() or {}
+  facts = compile_only.program_facts(compiled, config=config, plan=plan)
+  sent, hbm_bytes = facts["sent_bytes"], facts["hbm_bytes"]
   # cost_analysis counts one device's program. Lower bounds on its time: its FLOPs at the
   # stated peak, its bytes at the HBM bandwidth, the bytes it sends at the ICI bandwidth.
   floors = {"flops / stated peak": cost.get("flops", 0.0) / device.peak_flops}
@@ -121,7 +97,7 @@ def compile_row(topology: str, name: str, dtype: str, *, devices, **overrides) -
   return {**row, "compiled": True, "compile_s": round(time.perf_counter() - start, 1),
           "mesh": [plan.data, plan.model], "hbm_gib": round(hbm_bytes / 2**30, 3),
           "hbm_fits": hbm_bytes <= device.hbm_bytes, "collective_mb": round(sent / 1e6, 2),
-          "analytic_mb": round(analytic_bytes / 1e6, 2),
+          "analytic_mb": round(facts["analytic_bytes"] / 1e6, 2),
           "xla_optimal_ms": None if optimal is None else round(1e3 * optimal, 2),
           "floors_ms": {name: round(1e3 * value, 3) for name, value in floors.items()},
           "estimated_step_ms": round(1e3 * step_s, 2),
@@ -144,22 +120,9 @@ def model_choices(topology: str, devices) -> list[dict]:
   return rows
 
 
-def _first_guess(topology: str, name: str, known: list[dict]) -> int:
-  """The power-of-two batch to start the search at: the largest whose HBM, scaled in proportion
-  from tpu.json's row at the config's batch, fits (an underestimate: the parameters' share does
-  not grow with the batch); the config's batch where there is no such row."""
-  batch = _config(name, "bfloat16").global_batch_size
-  row = next((r for r in known if r["compiled"] and (r["topology"], r["config"], r["dtype"]) ==
-              (topology, name, "bfloat16")), None)
-  scale = row and row["hbm_gib"] * 2**30 / row["global_batch"]
-  while scale and scale * 2 * batch <= TOPOLOGIES[topology].hbm_bytes:
-    batch *= 2
-  return batch
-
-
 def largest_batches(topology: str, devices, *, known: list[dict]) -> list[dict]:
-  """The largest power-of-two global batch that compiles within HBM (--largest_batch): from a
-  first guess, doubled while it fits or halved until it does (two or three compiles)."""
+  """The largest power-of-two global batch that compiles within HBM (--largest_batch), for
+  `single` and `owt8` in bfloat16, from a guess scaled from tpu.json's row (`known`)."""
   def attempt(name, batch):
     row = compile_row(topology, name, "bfloat16", devices=devices, global_batch_size=batch)
     print(json.dumps(row), flush=True)
@@ -167,26 +130,13 @@ def largest_batches(topology: str, devices, *, known: list[dict]) -> list[dict]:
 
   rows = []
   for name in ("single", "owt8"):
-    batch = _first_guess(topology, name, known)
-    row, fits = attempt(name, batch)
-    compiles = 1
-    if not row["compiled"] and "RESOURCE_EXHAUSTED" not in row["reason"]:  # e.g. the mesh.
-      rows.append({"config": name, "topology": topology, "largest_global_batch": None,
-                   "hbm_gib": None, "next_batch": batch, "next": row["reason"], "compiles": 1})
-      continue
-    step = 2 if fits else 0.5
-    while True:  # walk until the answer flips: the fitting batch and the refused one are known.
-      following, following_fits = attempt(name, int(batch * step))
-      compiles += 1
-      if following_fits != fits:
-        break
-      batch, row = int(batch * step), following
-    largest, refused = (row, following) if fits else (following, row)
+    row = next((r for r in known if (r["topology"], r["config"], r["dtype"]) ==
+                (topology, name, "bfloat16")), None)
+    first = compile_only.first_guess(compile_only.config(name, "bfloat16").global_batch_size,
+                                     known=row, capacity_bytes=TOPOLOGIES[topology].hbm_bytes)
     rows.append({"config": name, "topology": topology,
-                 "largest_global_batch": largest["global_batch"], "hbm_gib": largest["hbm_gib"],
-                 "next_batch": refused["global_batch"],
-                 "next": refused.get("reason") or f"{refused['hbm_gib']} GiB",
-                 "compiles": compiles})
+                 **compile_only.largest_batch(lambda batch, name=name: attempt(name, batch),
+                                              first)})
   return rows
 
 

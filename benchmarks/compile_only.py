@@ -1,0 +1,77 @@
+"""What the compile-only benchmarks (tpu_compile, gpu_compile) share: the configs they compile by
+name, what a compiled program holds (HBM, bytes sent against the analytic minimum), and the
+search for the largest batch that fits. Imported, not run."""
+
+import configs
+
+# Table 1's rows, Krizhevsky's FC passes (owt8:b, owt8:c), model averaging and the large-batch
+# base: each compiled at the papers' sizes.
+CONFIGS = (*configs.TABLE1, "owt8:b", "owt8:c", "averaging4", "large_batch")
+IMAGE_SIZE, NUM_CLASSES = 224, 1000
+
+
+def config(name: str, dtype: str, **overrides):
+  """The config `name` (NAME, or owt8:VARIANT) at the papers' image size in `dtype`."""
+  config_name, _, variant = name.partition(":")
+  result = configs.get(config_name)
+  result.update(image_size=IMAGE_SIZE, dtype=dtype, **overrides)
+  if variant:
+    result.owt_variant = variant
+  return result
+
+
+def program_facts(compiled, *, config, plan) -> dict:
+  """A compiled step's HBM per device and the bytes each device of its mesh sends, against the
+  analytic minimum: gradients in float32 (the parameters' dtype), activations at the compute
+  dtype's width."""
+  import jax.numpy as jnp
+  from hybrid_parallel import models
+  from hybrid_parallel.analysis import costmodel, hlo_stats
+  memory = compiled.memory_analysis()
+  # Per device of the mesh, which may be fewer than the topology's: a permute's bytes are shared
+  # among the devices that take part, not the idle ones.
+  sent = sum(s.bytes_per_device
+             for s in hlo_stats.collective_stats(compiled.as_text(), plan.data * plan.model)
+             .values())
+  analytic = {width: costmodel.traffic(models.ARCHITECTURES[config.model], plan,
+                                       global_batch=config.global_batch_size,
+                                       image_size=IMAGE_SIZE, num_classes=NUM_CLASSES,
+                                       bytes_per_value=width)
+              for width in (4, jnp.dtype(config.dtype).itemsize)}
+  return {"hbm_bytes": (memory.argument_size_in_bytes + memory.temp_size_in_bytes +
+                        memory.output_size_in_bytes - memory.alias_size_in_bytes),
+          "sent_bytes": sent,
+          "analytic_bytes": (analytic[4].gradients +
+                             analytic[jnp.dtype(config.dtype).itemsize].activations)}
+
+
+def first_guess(batch: int, *, known: dict | None, capacity_bytes: float) -> int:
+  """The power-of-two batch to start the search at: the largest whose HBM, scaled in proportion
+  from `known` (a row of the same config at another batch), fits `capacity_bytes` (an
+  underestimate: the parameters' share does not grow with the batch); `batch` without a row."""
+  scale = known and known.get("compiled") and known["hbm_gib"] * 2**30 / known["global_batch"]
+  while scale and scale * 2 * batch <= capacity_bytes:
+    batch *= 2
+  return batch
+
+
+def largest_batch(attempt, first_batch: int) -> dict:
+  """The largest power-of-two global batch for which `attempt(batch) -> (row, fits)` fits, from
+  `first_batch`: doubled while it fits or halved until it does (two or three compiles from a
+  good guess); the row says which batch was refused next, and why."""
+  row, fits = attempt(first_batch)
+  compiles, batch = 1, first_batch
+  if not row["compiled"] and "RESOURCE_EXHAUSTED" not in row["reason"]:  # e.g. the mesh.
+    return {"largest_global_batch": None, "hbm_gib": None, "next_batch": first_batch,
+            "next": row["reason"], "compiles": 1}
+  step = 2 if fits else 0.5
+  while True:  # walk until the answer flips: the fitting batch and the refused one are known.
+    following, following_fits = attempt(int(batch * step))
+    compiles += 1
+    if following_fits != fits:
+      break
+    batch, row = int(batch * step), following
+  largest, refused = (row, following) if fits else (following, row)
+  return {"largest_global_batch": largest["global_batch"], "hbm_gib": largest["hbm_gib"],
+          "next_batch": refused["global_batch"],
+          "next": refused.get("reason") or f"{refused['hbm_gib']} GiB", "compiles": compiles}
