@@ -72,6 +72,7 @@ from absl import app, flags
 
 from benchmarks import main_runs, step_timing, tables, torch_alexnet
 from hybrid_parallel import platforms
+from hybrid_parallel.analysis.gpu_topologies import GPUS
 
 # JAX would take 75% of the GPU's memory at its first use, leaving the PyTorch worker too little;
 # with this it takes what it uses (and the device's peak figure means something).
@@ -341,7 +342,9 @@ def tuning(sizes: Sizes) -> list[dict]:
 # Bytes per second one GPU sends, for the predicted 8-GPU step: NVLink 4 (H100/H200 SXM: 900 GB/s
 # both directions, 450 each way; NCCL's measured ring bandwidth is lower, so this is a floor on
 # the time) and one 400 Gb/s NIC per GPU (hosts of one GPU each).
-LINKS = {"nvlink": 450e9, "nic": 400e9 / 8}
+# An H100/H200 node's links (analysis/gpu_topologies.py, where benchmarks/gpu_compile.py's
+# predictions take them from too).
+LINKS = {"nvlink": GPUS["h100"].nvlink_bus_bytes_per_s, "nic": GPUS["h100"].nic_bytes_per_s}
 
 # One mocked program compiles and runs in well under this; more is a hang (seen: data 8×1 on
 # JAX 0.11.2 ran out its 291 s).

@@ -4,9 +4,10 @@ Every entry point — main.py, each benchmark, the notebook — calls `start` be
 the devices:
 
 * the user's choice (JAX_PLATFORMS, or jax_platforms set earlier) is obeyed as it stands;
-* on a machine with no accelerator JAX is told to use the CPU, so that an installed libtpu (the
-  test requirements compile for TPU topologies with it) is never opened: JAX would otherwise try
-  it first and print libtpu's five lines of complaints before settling on the CPU;
+* on a machine with no accelerator JAX is told to use the CPU, so that an installed libtpu or CUDA
+  plugin (which compile for TPU and GPU topologies without the hardware) is never opened: JAX
+  would otherwise try it first and print libtpu's five lines of complaints, or the CUDA plugin's
+  traceback, before settling on the CPU;
 * NVIDIA GPUs that this JAX cannot use (no CUDA plugin installed) are named, with the install
   command that would use them: JAX itself falls back to the CPU with one easily missed line;
 * the CPU backend simulates `cpu_devices` devices, the stand-ins for a mesh larger than the
@@ -30,10 +31,11 @@ def start(*, cpu_devices: int | None = None) -> None:
     jax.config.update("jax_num_cpu_devices", cpu_devices)
   if jax.config.jax_platforms:  # the user's choice needs no advice.
     return
-  if importlib.util.find_spec("libtpu") and only_the_cpu_can_run():
+  cuda = any(importlib.util.find_spec(plugin) for plugin in CUDA_PLUGINS)
+  if (cuda or importlib.util.find_spec("libtpu")) and only_the_cpu_can_run():
     jax.config.update("jax_platforms", "cpu")
   gpus = nvidia_gpus()
-  if gpus and not any(importlib.util.find_spec(plugin) for plugin in CUDA_PLUGINS):
+  if gpus and not cuda:
     logging.warning("%s present, but this jaxlib has no CUDA backend and JAX runs on the CPU; "
                     "for the GPU: pip install -r requirements-cuda12.txt (or -cuda13.txt).",
                     " and ".join(gpus))

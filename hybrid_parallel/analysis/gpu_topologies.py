@@ -1,0 +1,115 @@
+"""NVIDIA GPU nodes to compile for without a GPU (the CUDA plugin's compile-only devices, as
+MaxText's train_compile.py uses them), with the figures benchmarks/gpu_compile.py's predictions
+divide by.
+
+`jax.experimental.topologies.get_topology_desc("", platform="cuda", target_config=TEXT,
+topology="SLICES x HOSTS x GPUS")` needs only jax[cuda12] or jax[cuda13] installed — no GPU and no
+driver, once JAX_SKIP_CUDA_CONSTRAINTS_CHECK lets the plugin load without one. TEXT describes the
+GPU (an XLA `stream_executor.GpuTargetConfigProto`), written here from `Gpu` below; XLA keeps such
+descriptions for its GPUs in its source tree (xla/backends/gpu/target_config/specs/), and a lent
+GPU prints its own (the plugin asks a local GPU when no target_config is given).
+"""
+
+import dataclasses
+import os
+
+# Compute capability 9.0 (Hopper): the CUDA C++ Programming Guide's table of technical
+# specifications per compute capability — the same for the H100 and the H200.
+_HOPPER_LIMITS = {
+    "threads_per_block_limit": 1024, "threads_per_warp": 32, "threads_per_core_limit": 2048,
+    "shared_memory_per_block": 48 * 1024,  # without opting in
+    "shared_memory_per_block_optin": 227 * 1024, "shared_memory_per_core": 228 * 1024,
+    "registers_per_core_limit": 65536, "registers_per_block_limit": 65536,
+    "block_dim_limit_x": 2**31 - 1, "block_dim_limit_y": 65535, "block_dim_limit_z": 65535,
+    "fpus_per_core": 128,  # FP32 cores per SM
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Gpu:
+  """One GPU of a node, as its datasheet states it (memory size: as its driver reports it)."""
+  name: str  # what the device kind reads
+  sms: int
+  clock_ghz: float  # boost clock
+  memory_bytes: int  # what the driver reports: nvidia-smi's memory.total
+  memory_bytes_per_s: float
+  l2_bytes: int
+  bf16_flops: float  # dense
+  nvlink_bus_bytes_per_s: float  # all-reduce bus bandwidth over the node's NVLink switch
+  nic_bytes_per_s: float  # the node's network, per GPU (one NIC per GPU)
+
+  def target_config(self) -> str:
+    """The GpuTargetConfigProto text the CUDA plugin compiles for."""
+    info = {**_HOPPER_LIMITS, "core_count": self.sms, "clock_rate_ghz": self.clock_ghz,
+            "device_memory_size": self.memory_bytes,
+            "memory_bandwidth": int(self.memory_bytes_per_s), "l2_cache_size": self.l2_bytes}
+    fields = "\n".join(f"  {key}: {value}" for key, value in info.items())
+    return (f"gpu_device_info {{\n{fields}\n"
+            f"  cuda_compute_capability {{\n    major: 9\n    minor: 0\n  }}\n}}\n"
+            f'platform_name: "CUDA"\n'
+            f"dnn_version_info {{\n  major: 9\n  minor: 10\n  patch: 0\n}}\n"
+            f'device_description_str: "{self.name}"\n')
+
+
+# H100 SXM5 (NVIDIA's H100 datasheet): 132 SMs at 1.98 GHz, 80 GB HBM3 at 3.35 TB/s, 50 MB L2,
+# 989 TFLOP/s dense bf16; its memory as XLA's h100_sxm spec records the driver's figure.
+# H200 SXM (NVIDIA's H200 datasheet): the same GH100 processor with 141 GB of HBM3e at 4.8 TB/s;
+# the lent H200 reported 143,771 MiB (docs/gpu.json, 2026-11-23).
+# NVLink 4 (both): 900 GB/s per GPU, of which an 8-GPU all-reduce reaches ≈ 370 GB/s of bus
+# bandwidth (nccl-tests on DGX H100, NVIDIA's figures). Between nodes: one 400 Gb/s ConnectX-7
+# NIC per GPU (DGX H100 / H200), 50 GB/s.
+_NODE_LINKS = {"nvlink_bus_bytes_per_s": 370e9, "nic_bytes_per_s": 400e9 / 8}
+GPUS = {
+    "h100": Gpu("NVIDIA H100 80GB HBM3", 132, 1.98, 84_942_979_072, 3.35e12, 50 * 2**20, 989e12,
+                **_NODE_LINKS),
+    "h200": Gpu("NVIDIA H200", 132, 1.98, 143_771 * 2**20, 4.8e12, 50 * 2**20, 989e12,
+                **_NODE_LINKS),
+}
+# One node of 8 GPUs, and two such nodes (the hosts are the topology's processes).
+TOPOLOGIES = ("1x1x8", "1x2x8")
+
+
+def available() -> str | None:
+  """None where compile-only GPU devices can be made here, else the reason in one sentence."""
+  import importlib.util
+  if not any(importlib.util.find_spec(p) for p in ("jax_cuda12_plugin", "jax_cuda13_plugin")):
+    return ("compiling for GPUs needs JAX's CUDA plugin (pip install -r requirements-cuda13.txt; "
+            "no GPU needed)")
+  return None
+
+
+def topology_devices(gpu: str, topology: str) -> list:
+  """The compile-only devices of `topology` ("1x1x8": slices × hosts × GPUs per host) of `gpu`
+  ("h100", "h200"), in host order. Call before JAX starts its backends."""
+  # The plugin checks the CUDA driver's version before it registers; there is no driver here.
+  os.environ.setdefault("JAX_SKIP_CUDA_CONSTRAINTS_CHECK", "1")
+  from jax.experimental import topologies
+  return list(topologies.get_topology_desc("", platform="cuda",
+                                           target_config=GPUS[gpu].target_config(),
+                                           topology=topology).devices)
+
+
+def mesh_devices(devices: list, data: int, model: int) -> list:
+  """The devices of a data × model mesh from a topology's (in host order): the first host's
+  where one host holds the mesh's share, else an equal share of each host's, so that the data
+  axis (the mesh's rows) crosses the hosts."""
+  hosts = sorted({d.process_index for d in devices})
+  if len(hosts) == 1 or data % len(hosts):
+    return devices[:data * model]
+  per_host = data * model // len(hosts)
+  return [d for host in hosts for d in [d for d in devices if d.process_index == host][:per_host]]
+
+
+def axes_crossing_hosts(mesh) -> list[str]:
+  """The mesh axes along which devices of different hosts meet."""
+  import numpy as np
+  hosts = np.vectorize(lambda d: d.process_index)(mesh.devices)
+  return [axis for i, axis in enumerate(mesh.axis_names)
+          if (np.moveaxis(hosts, i, -1) != np.moveaxis(hosts, i, -1)[..., :1]).any()]
+
+
+def crosses_hosts(collective, mesh) -> bool:
+  """Whether a collective of a program compiled on `mesh` (an hlo_stats.Collective: its groups,
+  or a permute's pairs, in the mesh's device order) joins devices of different hosts."""
+  hosts = [d.process_index for d in mesh.devices.flat]
+  return any(len({hosts[i] for i in group}) > 1 for group in collective.members)

@@ -1,0 +1,63 @@
+"""The real train step compiled for an 8-GPU H100 node, and for two, on this CPU (JAX's CUDA plugin
+compiles without a GPU or a driver): the bytes each device sends against the analytic minimum,
+and which of them cross hosts."""
+
+import unittest
+
+from absl.testing import absltest
+
+import experiment
+from hybrid_parallel import models
+from hybrid_parallel.analysis import costmodel, gpu_topologies, hlo_stats
+from tests import step_test, testing
+
+BATCH = step_test.GLOBAL_BATCH
+
+
+def _hybrid_program(devices, data: int):
+  """alexnet_tiny's hybrid data × 2 step compiled for `devices`, with the analytic minimum."""
+  spec = testing.resolve("alexnet_tiny", "hybrid", data, 2, step_test.CONFIG, data * BATCH // 2)
+  step = experiment.lower_train_step(
+      spec, num_classes=10, devices=gpu_topologies.mesh_devices(devices, data, 2),
+      **testing.SCHEDULE)
+  minimum = costmodel.traffic(models.ARCHITECTURES["alexnet_tiny"], step.run.plan,
+                              global_batch=spec.global_batch_size,
+                              image_size=testing.IMAGE_SIZE, num_classes=10)
+  return step.run.mesh, step.lowered.compile().as_text(), minimum
+
+
+@unittest.skipIf(gpu_topologies.available(),
+                 "JAX's CUDA plugin is not installed (requirements-test.txt installs it, with "
+                 "ptxas and libdevice, on Python >= 3.12)")
+class GpuCompileTest(absltest.TestCase):
+
+  def test_hybrid_sends_the_analytic_minimum_on_an_h100_node(self):
+    devices = gpu_topologies.topology_devices("h100", "1x1x8")
+    self.assertEqual([d.device_kind for d in devices], ["NVIDIA H100 80GB HBM3"] * 8)
+    _, hlo, minimum = _hybrid_program(devices, data=2)
+    sent = {kind: s.bytes_per_device for kind, s in hlo_stats.collective_stats(hlo, 4).items()}
+    # As on the CPU (costmodel_test): the model axis's all-gathers of the activations and
+    # reduce-scatters of their gradients, the data axis's gradient all-reduce — and beyond the
+    # minimum only the scalar metrics and the finiteness verdict (under 8 bytes an example).
+    self.assertBetween(sum(sent.values()) - minimum.total, 0, 8 * BATCH + 64)
+    self.assertGreater(sent["reduce-scatter"], 0)
+    self.assertEqual(sent["reduce-scatter"], sent["all-gather"])  # each gather's transpose.
+
+  def test_on_two_nodes_only_the_data_axis_crosses_the_hosts(self):
+    devices = gpu_topologies.topology_devices("h100", "1x2x8")
+    self.assertEqual(sorted({d.process_index for d in devices}), [0, 1])
+    mesh, hlo, minimum = _hybrid_program(devices, data=4)  # 4 × 2: two data rows per node.
+    self.assertEqual(gpu_topologies.axes_crossing_hosts(mesh), ["data"])
+    ops = [op for op in hlo_stats.collectives(hlo, 8) if max(op.sent) > 0]
+    crossing = [op for op in ops if gpu_topologies.crosses_hosts(op, mesh)]
+    # What crosses is the gradient all-reduce over "data" (and the metrics' sums); the model
+    # axis's activation gathers stay on NVLink.
+    self.assertEqual({op.kind for op in crossing}, {"all-reduce"})
+    self.assertTrue(all(op.kind == "all-reduce" or not gpu_topologies.crosses_hosts(op, mesh)
+                        for op in ops))
+    crossing_bytes = sum(sum(op.sent) / 8 for op in crossing)
+    self.assertBetween(crossing_bytes - minimum.gradients, 0, 8 * BATCH + 64)
+
+
+if __name__ == "__main__":
+  absltest.main()
