@@ -66,8 +66,9 @@ def _parse_flags(argv):
     _fail(f"the config has no such field: {' '.join(str(text).split())}")
 
 
-def _initialize_distributed(jax) -> None:
-  """jax.distributed.initialize with timeouts that end a job whose peer is gone."""
+def _initialize_distributed(jax) -> tuple[int, int]:
+  """jax.distributed.initialize with timeouts that end a job whose peer is gone; returns this
+  process's index and the job's process count, without starting a backend."""
   explicit = (_COORDINATOR.value, _NUM_PROCESSES.value, _PROCESS_ID.value)
   try:
     jax.distributed.initialize(*explicit if _COORDINATOR.value else (None, None, None),
@@ -75,8 +76,11 @@ def _initialize_distributed(jax) -> None:
                                heartbeat_timeout_seconds=_HEARTBEAT_S.value)
   except Exception as e:  # noqa: BLE001 — a coordinator that cannot be reached, bad ids, ...
     _fail(f"jax.distributed could not start ({str(e).strip().splitlines()[0]}).")
-  logging.info("process %d of %d, %d local devices of %d.", jax.process_index(),
-               jax.process_count(), jax.local_device_count(), jax.device_count())
+  # jax.process_count() would start the backends, which must wait for the CPU device count;
+  # the distributed client already knows the job.
+  from jax._src.distributed import global_state
+  logging.info("process %d of %d.", global_state.process_id, global_state.num_processes)
+  return global_state.process_id, global_state.num_processes
 
 
 def _workdir(config_flag) -> str:
@@ -97,26 +101,37 @@ def main(argv):
   import validation
   from hybrid_parallel.errors import UserError
   workdir = _workdir(flags.FLAGS["config"])
-  processes = _NUM_PROCESSES.value or 1
   try:
     validation.check_flags(workdir=workdir, cpu_devices=_CPU_DEVICES.value,
                            coordinator_address=_COORDINATOR.value,
                            num_processes=_NUM_PROCESSES.value, process_id=_PROCESS_ID.value,
                            distributed=_DISTRIBUTED.value, heartbeat_timeout_s=_HEARTBEAT_S.value)
-    spec = experiment.resolve(_CONFIG.value, processes=processes)
+    # With --distributed the process count comes from the environment once jax.distributed is
+    # up; until then the run is checked for one.
+    spec = experiment.resolve(_CONFIG.value, processes=_NUM_PROCESSES.value or 1)
   except UserError as e:
     _fail(str(e))
   if _DRY_RUN.value:
     print(json.dumps({"workdir": workdir, **spec.describe()}, indent=1))
     return
+  import jax
+  if _COORDINATOR.value or _DISTRIBUTED.value:
+    index, count = _initialize_distributed(jax)  # the platform is chosen after it.
+    if count != spec.processes:
+      # --distributed: only now is the job's process count known; the checks that need it
+      # (the mesh over the processes, input shards, pmap) run again before any work.
+      try:
+        spec = experiment.resolve(_CONFIG.value, processes=count)
+      except UserError as e:
+        _fail(f"process {index} of {count}: {e}")
   mesh = spec.plan.data * spec.plan.model
   from hybrid_parallel import platforms
   # Each process simulates its share of the mesh where the CPU runs it.
-  platforms.start(cpu_devices=_CPU_DEVICES.value or max(1, mesh // processes))
-  import jax
-  if _COORDINATOR.value or _DISTRIBUTED.value:
-    _initialize_distributed(jax)
+  platforms.start(cpu_devices=_CPU_DEVICES.value or max(1, mesh // spec.processes))
   import train  # Imported after the device count is set: nothing may query devices earlier.
+  if jax.process_count() > 1:
+    logging.info("process %d of %d: %d local devices of %d.", jax.process_index(),
+                 jax.process_count(), jax.local_device_count(), jax.device_count())
   from hybrid_parallel import faults
 
   if jax.default_backend() == "cpu" and mesh > 1:

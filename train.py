@@ -18,6 +18,7 @@ import experiment
 import input_pipeline
 from hybrid_parallel import mesh as mesh_lib
 from hybrid_parallel import checkpointing, faults, metric_writers, models, partitioning, profiling
+from hybrid_parallel.errors import UserError
 
 
 def evaluate(eval_step, variables, dataset, *, sharding, batch: int) -> dict[str, float]:
@@ -46,6 +47,9 @@ def train_and_evaluate(config: ml_collections.ConfigDict | experiment.RunSpec,
   """
   spec = (config if isinstance(config, experiment.RunSpec) else
           experiment.resolve(config, processes=jax.process_count()))  # before any data is read.
+  if spec.processes != jax.process_count():  # its checks were made for another job.
+    raise UserError(f"the run was resolved for {spec.processes} process(es) but this job has "
+                    f"{jax.process_count()}; resolve it with processes=jax.process_count().")
   plan, loop = spec.plan, spec.loop
   devices, note = mesh_lib.pick_devices(plan.data * plan.model)
   if note:

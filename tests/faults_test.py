@@ -13,12 +13,14 @@ import time
 
 import jax
 import numpy as np
-from absl.testing import absltest
+from absl.testing import absltest, parameterized
 from tensorboard.backend.event_processing import event_accumulator
 
+import experiment
 import train
 from configs import hybrid4
 from hybrid_parallel import checkpointing
+from hybrid_parallel.errors import UserError
 from tests import numerics
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -320,6 +322,63 @@ class MultiProcessTest(absltest.TestCase):
       # check period and the exit.
       self.assertIn("error: no training step finished in 10 s; another of the 2 processes has "
                     "probably died or hung (this is process 0).", stderr)
+
+
+def slurm_port() -> int:
+  """A free port that jax.distributed's SLURM detection will pick: 61440 + job id mod 4096."""
+  for port in range(61440 + os.getpid() % 4096, 61440 + 4096):
+    with socket.socket() as s:
+      try:
+        s.bind(("127.0.0.1", port))
+      except OSError:
+        continue
+      return port
+  raise AssertionError("no free port in 61440-65535")
+
+
+class DistributedResolveTest(parameterized.TestCase):
+  """`--distributed` learns the process count from the environment (here SLURM's variables, as
+  a `srun` of two tasks on this host sets them): the checks that need it run once it is known."""
+
+  @parameterized.named_parameters(
+      ("mesh", ["--config.parallelism=single", "--config.mesh.data=1", "--config.mesh.model=1"],
+       "the 1×1 mesh cannot be split evenly over 2 processes."),
+      ("pmap", ["--config.parallelism=data", "--config.mesh.data=2", "--config.mesh.model=1",
+                "--config.backend=pmap"], "backend 'pmap' runs in one process here"),
+      ("input_shards", ["--config.dataset=cifar10", "--config.input_shards=3",
+                        "--config.global_batch_size=96", "--config.eval_batch_size=96"],
+       "input_shards 3 cannot be split evenly over 2 processes; use a multiple of 2."))
+  def test_each_check_fires_for_the_real_process_count(self, args, message):
+    port = slurm_port()
+    with tempfile.TemporaryDirectory() as workdir:
+      processes = [
+          subprocess.Popen(command(workdir, *args, "--distributed"), cwd=ROOT, text=True,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                           env={**os.environ, "SLURM_JOB_ID": str(port - 61440),
+                                "SLURM_STEP_NODELIST": "localhost", "SLURM_NTASKS": "2",
+                                "SLURM_PROCID": str(i), "SLURM_LOCALID": str(i)})
+          for i in range(2)]
+      self.addCleanup(lambda: [p.kill() for p in processes if p.poll() is None])
+      for i, process in enumerate(processes):
+        _, stderr = process.communicate(timeout=120)
+        self.assertEqual(process.returncode, 1, stderr[-2000:])
+        errors = [line for line in stderr.splitlines() if line.startswith("error: ")]
+        self.assertLen(errors, 1, stderr[-2000:])
+        self.assertTrue(errors[0].startswith(f"error: process {i} of 2: "), errors[0])
+        self.assertIn(message, errors[0])
+        self.assertNotIn("Traceback", stderr)
+      self.assertEqual(os.listdir(workdir), [])  # refused before anything was written.
+
+  def test_a_run_resolved_for_another_process_count_is_refused(self):
+    config = hybrid4.get_config()
+    config.update_from_flattened_dict(TINY_FIELDS)
+    spec = experiment.resolve(config, processes=2)  # this job has one.
+    with tempfile.TemporaryDirectory() as workdir:
+      with self.assertRaisesRegex(UserError, r"^the run was resolved for 2 process\(es\) but "
+                                             r"this job has 1; resolve it with "
+                                             r"processes=jax.process_count\(\)\.$"):
+        train.train_and_evaluate(spec, workdir)
+      self.assertEqual(os.listdir(workdir), [])
 
 
 if __name__ == "__main__":
