@@ -27,8 +27,9 @@ compile-only devices (experiment.lower_train_step, the step train.py runs) at th
   counted as overlapped, the rest as exposed.
 
 `1x1x8` is one node; on `1x2x8` (two nodes of eight) each config's data axis doubles across the
-nodes, and its global batch with it (`single` becomes data 2×1): each node holds the config's
-mesh, and the data axis crosses the hosts. Rows are merged into --out/gpu_compile.json by (gpu,
+nodes, and its batches with it (`single` becomes data 2×1): each node holds the config's mesh,
+and the data axis crosses the hosts (`model2` keeps its 1×2 mesh, one GPU on each node: its model
+axis crosses them). Rows are merged into --out/gpu_compile.json by (gpu,
 topology, config, dtype). --largest_batch: the largest power-of-two global batch of `single` and
 `owt8` in bfloat16 that fits one node's GPUs, into gpu_compile.json's `largest_batch`.
 Nothing here runs on a GPU.
@@ -75,11 +76,14 @@ flags.register_validator("configs", lambda names: set(names) <= set(CONFIGS),
 
 
 def _spread_over_hosts(config, topology: str):
-  """On two nodes the data axis doubles across them, and the global batch with it."""
-  if topology == "1x1x8":
+  """On two nodes the data axis doubles across them, and the batches with it; the model scheme,
+  which has no data axis (and alexnet's two columns no wider model axis), keeps its 1×2 mesh
+  with one GPU on each node."""
+  if topology == "1x1x8" or config.parallelism == "model":
     return config
   config.mesh.data *= 2
   config.global_batch_size *= 2
+  config.eval_batch_size *= 2
   if config.parallelism == "single":
     config.parallelism = "data"
   return config
@@ -182,9 +186,13 @@ def ranking(rows: list[dict]) -> list[dict]:
       row = next((r for r in rows if (r["gpu"], r["topology"], r["config"], r["dtype"]) ==
                   (gpu, "1x1x8", name, "bfloat16") and r["compiled"]), None)
       if row:
+        serial_ms = row["compute_ms"] + row["exposed_comm_ms"] + row["overlapped_comm_ms"]
         result.append({"gpu": gpu, "config": name,
                        "predicted_images_per_sec": row["predicted_images_per_sec"],
                        "predicted_speedup": round(row["predicted_images_per_sec"] / base, 2),
+                       # The same step if no transfer overlapped the compute.
+                       "speedup_without_overlap": round(
+                           1e3 * row["global_batch"] / serial_ms / base, 2),
                        "krizhevsky_speedup": KRIZHEVSKY_8_GPUS.get(paper)})
   return result
 

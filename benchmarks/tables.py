@@ -47,6 +47,12 @@ def _header(*columns: str) -> list[str]:
   return ["|" + "|".join(cells) + "|", "|---" * len(columns) + "|"]
 
 
+def _table(columns: tuple[str, ...], rows) -> str:
+  """A Markdown table: the header `columns`, then each of `rows` (a sequence of cells)."""
+  return "\n".join(_header(*columns) + ["| " + " | ".join(map(str, cells)) + " |"
+                                        for cells in rows])
+
+
 def _mb(x: float) -> str:
   return f"{x / 1e6:.1f}"
 
@@ -473,17 +479,18 @@ def tpu_compile(rows) -> str:
   """benchmarks/tpu_compile.py: each config compiled for each TPU topology (nothing measured)."""
   lines = _header("topology", "config", "dtype", "mesh", "compiled", "HBM GiB per device (fits)",
                   "collective MB per device", "analytic minimum MB", "estimated step ms (from)",
-                  "estimated images/s")
+                  "estimated images/s", "jax / libtpu")
   for r in rows:
+    versions = f" {r['jax']} / {r['libtpu']} |"
     if not r["compiled"]:
       lines.append(f"| {r['topology']} | {r['config']} | {r['dtype']} | | no: {r['reason']} |"
-                   + " |" * 5)
+                   + " |" * 5 + versions)
       continue
     lines.append(f"| {r['topology']} | {r['config']} | {r['dtype']} | "
                  f"{r['mesh'][0]}×{r['mesh'][1]} | yes | {r['hbm_gib']} "
                  f"({'yes' if r['hbm_fits'] else 'no'}) | {r['collective_mb']} | "
                  f"{r['analytic_mb']} | {r['estimated_step_ms']} ({r['estimate']}) | "
-                 f"{r['estimated_images_per_sec']:,} |")
+                 f"{r['estimated_images_per_sec']:,} |" + versions)
   return "\n".join(lines)
 
 
@@ -500,6 +507,42 @@ def tpu_choices(result) -> str:
             f"{r['hbm_gib'] or ''} | {r['next_batch']}: {r['next']} |"
             for r in result.get("largest_batch", [])]
   return "\n".join(lines)
+
+
+def gpu_compile(result) -> str:
+  """benchmarks/gpu_compile.py: each config compiled for each GPU node (nothing run on a GPU)."""
+  def cells(r):
+    where = [r["gpu"], r["topology"], r["config"], r["dtype"]]
+    if not r["compiled"]:
+      return [*where, "", f"no: {r['reason']}"] + [""] * 8
+    return [*where, f"{r['mesh'][0]}×{r['mesh'][1]}", f"{r['hbm_gib']} "
+            f"({'yes' if r['hbm_fits'] else 'no'})", r["collective_mb"], r["analytic_mb"],
+            r["crossing_hosts_mb"], f"{r['async_with_compute_in_flight']} of "
+            f"{r['async_collectives']}", r["compute_ms"], r["exposed_comm_ms"],
+            r["predicted_step_ms"], f"{r['predicted_images_per_sec']:,}"]
+  return _table(("gpu", "topology", "config", "dtype", "mesh", "HBM GiB per GPU (fits 75%)",
+                 "collective MB per GPU", "analytic minimum MB", "MB crossing hosts",
+                 "async collectives with compute in flight", "compute ms", "exposed comm ms",
+                 "predicted step ms", "predicted images/s"), map(cells, result["rows"]))
+
+
+def gpu_compile_ranking(result) -> str:
+  """benchmarks/gpu_compile.py: one node's predicted speed-ups beside Krizhevsky 2014's."""
+  return _table(("gpu", "config (8 GPUs, batch 1024)", "predicted images/s",
+                 "predicted speed-up over 1 GPU at 128", "the same, no overlap",
+                 "Krizhevsky 2014, 8 K20s"),
+                ([r["gpu"], r["config"], f"{r['predicted_images_per_sec']:,}",
+                  r["predicted_speedup"], r["speedup_without_overlap"],
+                  r["krizhevsky_speedup"] or "—"] for r in result.get("ranking", [])))
+
+
+def gpu_compile_largest(result) -> str:
+  """benchmarks/gpu_compile.py --largest_batch."""
+  return _table(("gpu", "config", "largest global batch that fits (bfloat16)", "its HBM GiB",
+                 "the next batch"),
+                ([r["gpu"], r["config"], r["largest_global_batch"] or "none",
+                  r["hbm_gib"] or "", f"{r['next_batch']}: {r['next']}"]
+                 for r in result.get("largest_batch", [])))
 
 
 def accelerator_report(report) -> str:
@@ -528,6 +571,9 @@ def accelerator_report(report) -> str:
 SOURCES = {
     "tpu_compile": (tpu_compile, "tpu.json"),
     "tpu_choices": (tpu_choices, "tpu_choices.json"),
+    "gpu_compile": (gpu_compile, "gpu_compile.json"),
+    "gpu_compile_ranking": (gpu_compile_ranking, "gpu_compile.json"),
+    "gpu_compile_largest": (gpu_compile_largest, "gpu_compile.json"),
     "throughput": (throughput, "throughput.json"),
     "comm_volume": (comm_volume, "comm_volume.json"),
     "comm_volume_algorithms": (comm_volume_algorithms, "comm_volume.json"),

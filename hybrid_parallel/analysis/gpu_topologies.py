@@ -90,14 +90,16 @@ def topology_devices(gpu: str, topology: str) -> list:
 
 
 def mesh_devices(devices: list, data: int, model: int) -> list:
-  """The devices of a data × model mesh from a topology's (in host order): the first host's
-  where one host holds the mesh's share, else an equal share of each host's, so that the data
-  axis (the mesh's rows) crosses the hosts."""
+  """The devices of a data × model mesh from a topology's (in host order). On two hosts, an
+  equal share of each, in the mesh's row-major order — so the data axis crosses the hosts when
+  it has a row per host or more, else the model axis does: the consecutive devices around the
+  hosts' boundary (XLA:GPU compiles for consecutive device ids only). Otherwise the first."""
+  n = data * model
   hosts = sorted({d.process_index for d in devices})
-  if len(hosts) == 1 or data % len(hosts):
-    return devices[:data * model]
-  per_host = data * model // len(hosts)
-  return [d for host in hosts for d in [d for d in devices if d.process_index == host][:per_host]]
+  if len(hosts) != 2 or n % 2:
+    return devices[:n]
+  boundary = sum(d.process_index == hosts[0] for d in devices)
+  return devices[boundary - n // 2:boundary + n // 2]
 
 
 def axes_crossing_hosts(mesh) -> list[str]:
