@@ -89,7 +89,7 @@ def _spread_over_hosts(config, topology: str):
   return config
 
 
-def compute_rate(model: str, dtype: str, per_device_images: float, measured: list[dict]):
+def compute_rate(model: str, dtype: str, *, per_device_images: float, measured: list[dict]):
   """FLOP/s of the measured one-GPU step nearest this one, and which row it is."""
   rows = [r for r in measured if r["dtype"] == dtype and
           r["model"] == (model if any(m["model"] == model for m in measured) else "alexnet")]
@@ -119,7 +119,7 @@ def predict(ops, async_ops, *, mesh, gpu, compute_s: float) -> dict:
           "predicted_step_ms": round(1e3 * step_s, 3)}
 
 
-def compile_row(gpu: str, topology: str, name: str, dtype: str, *, devices, measured,
+def compile_row(gpu: str, topology: str, name: str, *, dtype: str, devices, measured,
                 **overrides) -> dict:
   """One config compiled for one GPU topology: the row described in the module docstring."""
   import jax
@@ -151,8 +151,8 @@ def compile_row(gpu: str, topology: str, name: str, dtype: str, *, devices, meas
   flops = costmodel.training_flops_per_image(models.ARCHITECTURES[config.model],
                                              config.image_size, compile_only.NUM_CLASSES)
   devices_used = plan.data * plan.model
-  rate, rate_from = compute_rate(config.model, dtype, config.global_batch_size / devices_used,
-                                 measured)
+  rate, rate_from = compute_rate(config.model, dtype, measured=measured,
+                                 per_device_images=config.global_batch_size / devices_used)
   prediction = predict(hlo_stats.collectives(hlo, devices_used), async_ops, mesh=mesh,
                        gpu=GPUS[gpu], compute_s=flops * config.global_batch_size
                        / devices_used / rate)
@@ -206,8 +206,8 @@ def largest_batches(gpu: str, devices, *, known: list[dict], measured) -> list[d
   """The largest power-of-two global batch of `single` and `owt8` (bfloat16) whose step fits
   one node's GPUs, searched from a guess scaled from gpu_compile.json's row (`known`)."""
   def attempt(name, batch):
-    row = compile_row(gpu, "1x1x8", name, "bfloat16", devices=devices, measured=measured,
-                      global_batch_size=batch)
+    row = compile_row(gpu, "1x1x8", name, dtype="bfloat16", devices=devices,
+                      measured=measured, global_batch_size=batch)
     print(json.dumps({k: v for k, v in row.items() if k != "async"}), flush=True)
     return row, row["compiled"] and row["hbm_fits"]
 
@@ -237,7 +237,7 @@ def main(argv):
   measured = _measured()
   if _DRY_RUN.value:
     devices = gpu_topologies.topology_devices("h100", "1x1x8")
-    row = compile_row("h100", "1x1x8", "hybrid4", "bfloat16", devices=devices,
+    row = compile_row("h100", "1x1x8", "hybrid4", dtype="bfloat16", devices=devices,
                       measured=measured, model="alexnet_tiny", image_size=64)
     print(json.dumps(row))
     return
@@ -263,7 +263,7 @@ def main(argv):
       devices = gpu_topologies.topology_devices(gpu, topology)
       for name in _CONFIGS.value:
         for dtype in _DTYPES.value:
-          rows.append(compile_row(gpu, topology, name, dtype, devices=devices,
+          rows.append(compile_row(gpu, topology, name, dtype=dtype, devices=devices,
                                   measured=measured))
           print(json.dumps({k: v for k, v in rows[-1].items() if k != "async"}), flush=True)
           result.update(date=time.strftime("%Y-%m-%d"), rows=sorted(rows, key=order))
