@@ -2,14 +2,14 @@
 objects (plan, mesh, model, optimiser, scheme and steps).
 
 `resolve(config)` is the one place that reads a config: it checks every field and every
-combination (validation.py says each rule's sentence), touches no device, and returns a frozen
-`RunSpec`. Everything after takes the RunSpec — `build` the objects, `load_dataset` the data,
-train.py the loop — and nothing re-checks what it guarantees. This is where a `ConfigDict` stops:
-`hybrid_parallel` and `input_pipeline` take the values they use as arguments.
+combination, touches no device, and returns a frozen `RunSpec`. Everything after takes the
+RunSpec — `build` the objects, `load_dataset` the data, train.py the loop. This is where a
+`ConfigDict` stops: `hybrid_parallel` and `input_pipeline` take the values they use as arguments
+(and apply the same rules, hybrid_parallel/checks.py, to what they are given).
 
-Each part of a RunSpec is a dataclass whose fields are the config fields of the same names
-(configs/default.py describes them), read by one function (`_read`): a new field is one line
-here, in default.py and in validation.FIELDS.
+Each config field is declared once, as a field of a part of the RunSpec with its check beside it
+(`checks.setting`; StepOptions's in steps/common.py): a new field is that one line and its
+default in configs/default.py. `SETTINGS`, the checks of every field, is read off the parts.
 """
 
 import dataclasses
@@ -24,108 +24,117 @@ import input_pipeline
 import validation
 from hybrid_parallel import layers, models, optim, partitioning, schemes
 from hybrid_parallel import mesh as mesh_lib
+from hybrid_parallel.checks import boolean, declared_settings, integer, number, one_of, setting
+from hybrid_parallel.checks import text
 from hybrid_parallel.local_sgd import asgd, averaging
 from hybrid_parallel.steps import explicit
 from hybrid_parallel.steps.common import StepOptions
 
+_FRACTION = number(low=0, high=1, high_open=True)  # [0, 1): dropout, momentum.
+_POSITIVE = number(low=0, low_open=True)
+_NON_NEGATIVE = number(low=0)
 
-def _from(config_field: str):
-  """A RunSpec field read from a config field of another name."""
-  return dataclasses.field(metadata={"config": config_field})
+
+@dataclasses.dataclass(frozen=True)
+class MeshChoice:
+  """The scheme and the mesh it runs on (`partitioning.make_plan`)."""
+  parallelism: str = setting(one_of(partitioning.SCHEMES))
+  data: int = setting(integer(1), config="mesh.data")
+  model: int = setting(integer(1), config="mesh.model")
 
 
 @dataclasses.dataclass(frozen=True)
 class ModelChoice:
   """The network and how it is computed (`models.build`; "auto" settings are resolved for the
   platform when the run is built)."""
-  name: str = _from("model")
-  dropout_rate: float
-  sync_batch_norm: bool
-  dtype: str
-  max_pool: str
-  stem_conv: str
-  grouped_conv: str
+  name: str = setting(one_of(models.ARCHITECTURES), config="model")
+  dropout_rate: float = setting(_FRACTION)
+  sync_batch_norm: bool = setting(boolean)
+  dtype: str = setting(models.check_dtype)
+  max_pool: str = setting(one_of(("auto",) + layers.MAX_POOLS))
+  stem_conv: str = setting(one_of(("auto",) + layers.STEM_CONVS))
+  grouped_conv: str = setting(one_of(("auto",) + layers.GROUPED_CONVS))
 
 
 @dataclasses.dataclass(frozen=True)
 class OptimizerChoice:
   """`optim.make_optimizer`'s settings (its keyword arguments, by name)."""
-  optimizer: str
-  momentum: float
-  nesterov: bool
-  weight_decay: float
-  lars_trust_coefficient: float
-  lars_eps: float
-  lr_multipliers: types.MappingProxyType
+  optimizer: str = setting(one_of(optim.OPTIMIZERS))
+  momentum: float = setting(_FRACTION)
+  nesterov: bool = setting(boolean)
+  weight_decay: float = setting(_NON_NEGATIVE)
+  lars_trust_coefficient: float = setting(_POSITIVE)
+  lars_eps: float = setting(_NON_NEGATIVE)
+  lr_multipliers: types.MappingProxyType = setting(optim.check_multipliers)
 
 
 @dataclasses.dataclass(frozen=True)
 class ScheduleChoice:
   """The learning rate per step (optim.py: scaling rule, warmup, decay)."""
-  base_learning_rate: float
-  reference_batch_size: int
-  lr_scaling: str
-  warmup_epochs: float
-  warmup: str
-  lr_decay: str
-  lr_decay_factor: float
-  lr_decay_epochs: tuple[float, ...]
+  base_learning_rate: float = setting(_POSITIVE)
+  reference_batch_size: int = setting(integer(1))
+  lr_scaling: str = setting(one_of(optim.LR_SCALINGS))
+  warmup_epochs: float = setting(_NON_NEGATIVE)
+  warmup: str = setting(one_of(optim.WARMUPS))
+  lr_decay: str = setting(one_of(optim.LR_DECAYS))
+  lr_decay_factor: float = setting(number(low=0, high=1, low_open=True))
+  lr_decay_epochs: tuple[float, ...] = setting(validation.epochs)
 
 
 @dataclasses.dataclass(frozen=True)
 class DataChoice:
   """Where the examples come from (`input_pipeline.load`)."""
-  dataset: str
-  data_dir: str
-  tfds_download: bool
-  input_workers: int
-  input_shards: int
-  shuffle_buffer: int
-  pca_lighting_std: float
-  eval_crops: int
-  synthetic_examples: int
-  synthetic_classes: int
+  dataset: str = setting(input_pipeline.check_name)
+  data_dir: str = setting(text)
+  tfds_download: bool = setting(boolean)
+  input_workers: int = setting(integer(0))
+  input_shards: int = setting(integer(1))
+  shuffle_buffer: int = setting(integer(1))
+  pca_lighting_std: float = setting(_NON_NEGATIVE)
+  eval_crops: int = setting(one_of(input_pipeline.EVAL_CROPS))
+  synthetic_examples: int = setting(integer(1))
+  synthetic_classes: int = setting(integer(2))
 
 
 @dataclasses.dataclass(frozen=True)
 class LoopChoice:
   """How long the loop trains and what it writes on the way (train.py)."""
-  num_epochs: float
-  num_train_steps: int
-  log_every_steps: int
-  eval_every_steps: int
-  checkpoint_every_steps: int
-  checkpoint_keep: int
-  step_timeout_s: float
-  profile_steps: int
+  num_epochs: float = setting(_POSITIVE)
+  num_train_steps: int = setting(validation.train_steps)
+  log_every_steps: int = setting(integer(1))
+  eval_every_steps: int = setting(integer(1))
+  checkpoint_every_steps: int = setting(integer(0))
+  checkpoint_keep: int = setting(integer(1))
+  step_timeout_s: float = setting(_NON_NEGATIVE)
+  profile_steps: int = setting(integer(0))
 
 
 @dataclasses.dataclass(frozen=True)
 class AveragingChoice:
   """Model averaging's meetings (local_sgd/averaging.py)."""
-  average_method: str
-  sync_every: int
-  average_momentum: bool
+  average_method: str = setting(one_of(averaging.METHODS))
+  sync_every: int = setting(integer(1))
+  average_momentum: bool = setting(boolean)
 
 
 @dataclasses.dataclass(frozen=True)
 class AsgdChoice:
   """A-SGD's pushes and fetches (local_sgd/asgd.py)."""
-  n_push: int
-  n_fetch: int
-  asgd_stagger: bool
-  warm_start_steps: int
+  n_push: int = setting(integer(1))
+  n_fetch: int = setting(integer(1))
+  asgd_stagger: bool = setting(boolean)
+  warm_start_steps: int = setting(integer(0))
 
 
 @dataclasses.dataclass(frozen=True)
 class RunSpec:
   """Everything a run of one config is, checked (`resolve`)."""
-  plan: partitioning.Plan
+  plan: partitioning.Plan  # from the MeshChoice.
   processes: int  # how many processes run it (jax.distributed).
-  seed: int
-  image_size: int
-  global_batch_size: int
-  eval_batch_size: int
+  seed: int = setting(integer(0))
+  image_size: int = setting(integer(1))
+  global_batch_size: int = setting(integer(1))
+  eval_batch_size: int = setting(integer(1))
   model: ModelChoice
   step: StepOptions
   optimizer: OptimizerChoice
@@ -139,6 +148,12 @@ class RunSpec:
     plan = self.plan
     return {"scheme": plan.scheme, "mesh": f"{plan.data}x{plan.model}",
             **{k: v for k, v in _plain(self).items() if k != "plan"}}
+
+
+# The dataclasses whose fields declare the config fields (`setting`), and what they declare.
+PARTS = (RunSpec, MeshChoice, ModelChoice, StepOptions, OptimizerChoice, ScheduleChoice,
+         DataChoice, LoopChoice, AveragingChoice, AsgdChoice)
+SETTINGS = {field: check for part in PARTS for field, check in declared_settings(part).items()}
 
 
 def _settings(part) -> dict:
@@ -168,23 +183,12 @@ def _frozen(value):
   return value
 
 
-def _read(cls, config: ml_collections.ConfigDict):
-  """An instance of the dataclass `cls`, each field read from the config field of its name."""
-  return cls(**{f.name: _frozen(config[f.metadata.get("config", f.name)])
-                for f in dataclasses.fields(cls)})
-
-
-# The config fields each part of a RunSpec reads (validation_test checks that every field of
-# configs/default.py is read by exactly one part).
-PARTS = (ModelChoice, StepOptions, OptimizerChoice, ScheduleChoice, DataChoice, LoopChoice,
-         AveragingChoice, AsgdChoice)
-TOP_LEVEL_FIELDS = ("parallelism", "mesh.data", "mesh.model", "seed", "image_size",
-                    "global_batch_size", "eval_batch_size")
-
-
-def config_fields(cls) -> tuple[str, ...]:
-  """The config fields a part of a RunSpec is read from."""
-  return tuple(f.metadata.get("config", f.name) for f in dataclasses.fields(cls))
+def _read(cls, config: ml_collections.ConfigDict, **others):
+  """An instance of the dataclass `cls`: each field declared with `setting` read from its config
+  field, the others from `others`."""
+  values = {field.name: _frozen(validation.value(config, field.metadata["config"] or field.name))
+            for field in dataclasses.fields(cls) if "check" in field.metadata}
+  return cls(**values, **others)
 
 
 def resolve(config: ml_collections.ConfigDict, *, processes: int = 1) -> RunSpec:
@@ -197,16 +201,15 @@ def resolve(config: ml_collections.ConfigDict, *, processes: int = 1) -> RunSpec
   Raises:
     UserError: one sentence naming the first field or combination that cannot work.
   """
-  validation.check_fields(config)
-  plan = partitioning.make_plan(config.parallelism, config.mesh.data, config.mesh.model)
+  validation.check_fields(config, SETTINGS)
+  mesh = _read(MeshChoice, config)
+  plan = partitioning.make_plan(mesh.parallelism, mesh.data, mesh.model)
   local_sgd = {"averaging": AveragingChoice, "asgd": AsgdChoice}.get(plan.scheme)
-  run = RunSpec(plan=plan, processes=processes, seed=config.seed, image_size=config.image_size,
-                global_batch_size=config.global_batch_size,
-                eval_batch_size=config.eval_batch_size, model=_read(ModelChoice, config),
-                step=_read(StepOptions, config), optimizer=_read(OptimizerChoice, config),
-                schedule=_read(ScheduleChoice, config), data=_read(DataChoice, config),
-                loop=_read(LoopChoice, config),
-                local_sgd=_read(local_sgd, config) if local_sgd else None)
+  run = _read(RunSpec, config, plan=plan, processes=processes,
+              model=_read(ModelChoice, config), step=_read(StepOptions, config),
+              optimizer=_read(OptimizerChoice, config), schedule=_read(ScheduleChoice, config),
+              data=_read(DataChoice, config), loop=_read(LoopChoice, config),
+              local_sgd=_read(local_sgd, config) if local_sgd else None)
   validation.check_run(run)
   return run
 

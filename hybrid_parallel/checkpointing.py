@@ -28,7 +28,7 @@ import numpy as np
 import orbax.checkpoint as ocp
 from absl import logging
 
-from hybrid_parallel import metric_writers
+from hybrid_parallel import checks, metric_writers
 from hybrid_parallel.errors import UserError
 
 # Fields of the meta item that must agree for a checkpoint to continue the same run.
@@ -58,8 +58,7 @@ class Checkpointer:
   """
 
   def __init__(self, directory: str, every_steps: int, keep: int, meta: dict):
-    if keep < 1:
-      raise UserError(f"checkpoint keep must be at least 1, got {keep}.")
+    checks.integer(1)("checkpoint_keep", keep)
     metric_writers.quiet_info_from("orbax")
     _ignore_callbacks_into_closed_event_loops()
     self.every_steps = every_steps

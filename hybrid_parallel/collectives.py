@@ -28,6 +28,7 @@ import math
 import jax
 import jax.numpy as jnp
 
+from hybrid_parallel import checks
 from hybrid_parallel.errors import UserError
 
 
@@ -98,9 +99,7 @@ def butterfly(x: jax.Array, axis: str) -> jax.Array:
   p = jax.lax.axis_size(axis)
   if p == 1:
     return x
-  if p & (p - 1):
-    raise UserError(f"the butterfly all-reduce needs a power-of-two axis, but {axis!r} has "
-                    f"{p} devices; use ring or tree.")
+  check_axis_sizes("butterfly", {f"mesh.{axis}": p})
   i = jax.lax.axis_index(axis)
   flat, size = _flatten_padded(x, p)
   distances = [p >> (k + 1) for k in range(int(math.log2(p)))]  # p/2, p/4, ..., 1
@@ -159,9 +158,13 @@ ALGORITHMS = {"psum": _psum, "ring": ring, "tree": tree, "butterfly": butterfly,
               "parameter_server": parameter_server}
 
 
-def check_algorithm(name: str) -> None:
-  if name not in ALGORITHMS:
-    raise UserError(f"unknown grad_reduce {name!r}; choose one of {', '.join(ALGORITHMS)}.")
+def check_axis_sizes(algorithm: str, sizes: dict[str, int]) -> None:
+  """One UserError where `algorithm` cannot sum over an axis of these sizes ({name: size}):
+  the butterfly pairs devices by index XOR 2^k, so it needs powers of two."""
+  for name, size in sizes.items():
+    if algorithm == "butterfly" and size & (size - 1):
+      raise UserError(f"grad_reduce 'butterfly' needs power-of-two mesh axes, but {name} is "
+                      f"{size}; use ring or tree.")
 
 
 def allreduce_sum(tree_, axes: tuple[str, ...], algorithm: str = "psum"):
@@ -170,7 +173,7 @@ def allreduce_sum(tree_, axes: tuple[str, ...], algorithm: str = "psum"):
   psum reduces over all `axes` in one all-reduce; the ppermute algorithms run over one axis after
   the other (a sum over "data" then over "model" is the sum over both).
   """
-  check_algorithm(algorithm)
+  checks.one_of(ALGORITHMS)("grad_reduce", algorithm)
   if algorithm == "psum":
     return jax.tree.map(lambda x: jax.lax.psum(x, axes), tree_) if axes else tree_
   fn = ALGORITHMS[algorithm]

@@ -5,6 +5,7 @@ from collections.abc import Sequence
 import jax
 from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec
 
+from hybrid_parallel import checks
 from hybrid_parallel.errors import UserError
 
 # The two mesh axes. Every module imports these names from here.
@@ -31,8 +32,7 @@ def make_mesh(data: int, model: int, *, devices: Sequence[jax.Device] | None = N
     UserError: if a size is not a positive integer or there are too few devices.
   """
   for name, size in ((DATA, data), (MODEL, model)):
-    if not isinstance(size, int) or size < 1:
-      raise UserError(f"mesh.{name} must be a positive integer, got {size!r}.")
+    checks.integer(1)(f"mesh.{name}", size)
   devices = list(jax.devices() if devices is None else devices)
   needed = data * model
   if needed > len(devices):

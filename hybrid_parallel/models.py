@@ -23,7 +23,7 @@ import jax
 import jax.numpy as jnp
 from flax import linen as nn
 
-from hybrid_parallel import layers
+from hybrid_parallel import checks, layers
 from hybrid_parallel.errors import UserError
 
 
@@ -230,10 +230,9 @@ class AlexNet(nn.Module):
 DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16, "float64": jnp.float64}
 
 
-def check_dtype(dtype: str) -> None:
-  """One UserError for a compute dtype that cannot run here."""
-  if dtype not in DTYPES:
-    raise UserError(f"unknown dtype {dtype!r}; choose one of {', '.join(DTYPES)}.")
+def check_dtype(name: str, dtype: str) -> None:
+  """One UserError for a compute dtype (the setting `name`) that cannot run here."""
+  checks.one_of(DTYPES)(name, dtype)
   if dtype == "float64" and not jax.config.jax_enable_x64:
     raise UserError("dtype 'float64' needs 64-bit JAX (JAX_ENABLE_X64=1, or inside "
                     "jax.enable_x64(True)); train with float32 or bfloat16.")
@@ -245,15 +244,12 @@ def build(name: str, num_classes: int, layout: Layout = Layout(), *,
           max_pool: str = "argmax", stem_conv: str = "direct",
           grouped_conv: str = "feature_group_count") -> AlexNet:
   """Looks up `name` in the registry, checks `layout` against it, returns the module."""
-  if name not in ARCHITECTURES:
-    raise UserError(f"unknown model {name!r}; choose one of {', '.join(ARCHITECTURES)}.")
-  check_dtype(dtype)
-  for setting, value, choices in (("max_pool", max_pool, layers.MAX_POOLS),
-                                  ("stem_conv", stem_conv, layers.STEM_CONVS),
-                                  ("grouped_conv", grouped_conv, layers.GROUPED_CONVS)):
-    if value not in choices:  # the per-platform settings ("auto" is resolved before this).
-      raise UserError(f"unknown {setting} {value!r}; choose one of {', '.join(choices)} "
-                      f"(or auto).")
+  checks.one_of(ARCHITECTURES)("model", name)
+  check_dtype("dtype", dtype)
+  # The per-platform settings ("auto" is resolved before this: experiment.for_platform).
+  checks.one_of(layers.MAX_POOLS)("max_pool", max_pool)
+  checks.one_of(layers.STEM_CONVS)("stem_conv", stem_conv)
+  checks.one_of(layers.GROUPED_CONVS)("grouped_conv", grouped_conv)
   arch = ARCHITECTURES[name]
   check_layout(name, arch, layout, image_size=image_size or arch.image_size)
   return AlexNet(arch, num_classes, layout, dropout_rate, sync_batch_norm, DTYPES[dtype],

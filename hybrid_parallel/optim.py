@@ -34,7 +34,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from hybrid_parallel import partitioning
+from hybrid_parallel import checks, partitioning
 from hybrid_parallel.errors import UserError
 
 LR_SCALINGS = ("none", "linear", "sqrt")
@@ -46,16 +46,10 @@ GROUPS = ("conv", "fc")  # partitioning.layer_group
 NormAxes = Callable[[tuple, jax.Array], tuple[str, ...]]
 
 
-def _choose(what: str, value: str, choices: tuple[str, ...]) -> str:
-  if value not in choices:
-    raise UserError(f"unknown {what} {value!r}; choose one of {', '.join(choices)}.")
-  return value
-
-
 def peak_learning_rate(base_lr: float, global_batch: int, *, reference_batch: int,
                        scaling: str) -> float:
   """base_lr scaled for `global_batch` by the `scaling` rule."""
-  _choose("lr_scaling", scaling, LR_SCALINGS)
+  checks.one_of(LR_SCALINGS)("lr_scaling", scaling)
   k = global_batch / reference_batch
   return base_lr * {"none": 1.0, "linear": k, "sqrt": math.sqrt(k)}[scaling]
 
@@ -68,8 +62,8 @@ def learning_rate_schedule(base_lr: float, peak_lr: float, *, steps_per_epoch: i
   """The learning rate per step (see the module docstring): warmup from `base_lr` to `peak_lr`
   over `warmup_epochs`, then `decay`."""
   warmup_steps = round(warmup_epochs * steps_per_epoch)
-  _choose("lr_decay", decay, LR_DECAYS)
-  _choose("warmup", warmup, WARMUPS)
+  checks.one_of(LR_DECAYS)("lr_decay", decay)
+  checks.one_of(WARMUPS)("warmup", warmup)
   if decay == "step":
     boundaries = {round(e * steps_per_epoch) - warmup_steps: decay_factor for e in decay_epochs}
     after_warmup = optax.piecewise_constant_schedule(
@@ -93,11 +87,12 @@ def _is_kernel(params):
   return jax.tree.map(lambda p: p.ndim > 1, params)
 
 
-def _check_groups(multipliers: dict[str, float]) -> None:
-  for group in multipliers:
+def check_multipliers(name: str, multipliers) -> None:
+  """One UserError unless `multipliers` maps groups of `GROUPS` to factors > 0."""
+  for group, factor in dict(multipliers).items():
     if group not in GROUPS:
-      raise UserError(f"unknown lr_multipliers group {group!r}; the groups are "
-                      f"{' and '.join(GROUPS)}.")
+      raise UserError(f"unknown {name} group {group!r}; the groups are {' and '.join(GROUPS)}.")
+    checks.number(low=0, low_open=True)(f"{name}.{group}", factor)
 
 
 def scale_by_group(multipliers: dict[str, float]) -> optax.GradientTransformation:
@@ -105,7 +100,7 @@ def scale_by_group(multipliers: dict[str, float]) -> optax.GradientTransformatio
 
   Placed after the learning rate, it is a per-group learning-rate multiplier.
   """
-  _check_groups(multipliers)
+  check_multipliers("lr_multipliers", multipliers)
 
   def update_fn(updates, state, params=None):
     del params
@@ -202,9 +197,9 @@ def make_optimizer(schedule: optax.Schedule, *, optimizer: str = "sgd", momentum
       times per step, at the step's learning rate each time (its schedule is read at its update
       count ÷ K); 1 is one transformation of the whole tree.
   """
-  _choose("optimizer", optimizer, OPTIMIZERS)
+  checks.one_of(OPTIMIZERS)("optimizer", optimizer)
   multipliers = dict(lr_multipliers or {})
-  _check_groups(multipliers)
+  check_multipliers("lr_multipliers", multipliers)
   settings = dict(optimizer=optimizer, momentum=momentum, nesterov=nesterov,
                   weight_decay=weight_decay, lars_trust_coefficient=lars_trust_coefficient,
                   lars_eps=lars_eps, norm_axes=norm_axes)

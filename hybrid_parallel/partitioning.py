@@ -26,6 +26,7 @@ import dataclasses
 import jax
 from jax.sharding import PartitionSpec as P
 
+from hybrid_parallel import checks
 from hybrid_parallel.errors import UserError
 from hybrid_parallel.mesh import DATA, MODEL
 from hybrid_parallel.models import Layout
@@ -58,8 +59,7 @@ class Plan:
 
 def make_plan(scheme: str, data: int, model: int) -> Plan:
   """The plan of `scheme` on a `data × model` mesh; one clear UserError if they do not fit."""
-  if scheme not in SCHEMES:
-    raise UserError(f"unknown parallelism {scheme!r}; choose one of {', '.join(SCHEMES)}.")
+  checks.one_of(SCHEMES)("parallelism", scheme)
   needs = {"single": "a 1×1 mesh", "data": "mesh.model = 1", "model": "mesh.data = 1",
            "averaging": "mesh.model = 1", "asgd": "mesh.model = 1"}
   fits = {"single": data == 1 and model == 1, "data": model == 1, "model": data == 1,
@@ -81,8 +81,7 @@ def check_batch(plan: Plan, global_batch: int, *, what: str = "global_batch_size
                 microbatches: int = 1) -> None:
   """Raises a UserError unless the batch splits evenly over the plan's batch axes (and each
   device's share into `microbatches` slices)."""
-  if microbatches < 1:
-    raise UserError(f"microbatches must be at least 1, got {microbatches}.")
+  checks.integer(1)("microbatches", microbatches)
   if global_batch < 1 or global_batch % plan.batch_divisor:
     raise UserError(f"{what} {global_batch} cannot be split evenly over the "
                     f"{plan.batch_divisor} devices that share the batch in scheme "

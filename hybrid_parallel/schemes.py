@@ -48,12 +48,13 @@ def check(plan: partitioning.Plan, options: common.StepOptions, *, batch_norm: b
           sync_batch_norm: bool, processes: int, global_batch: int) -> None:
   """One UserError for a combination the scheme, its backend or its options cannot run.
 
-  Called once, when a run is resolved (validation.py): nothing below re-checks.
+  Called when a run is resolved (validation.check_run), after each option's own check.
   """
   common.check_backend(options, scheme=plan.scheme,
                        per_worker_batch_norm=batch_norm and not sync_batch_norm,
                        processes=processes)
-  collectives.check_algorithm(options.grad_reduce)
+  collectives.check_axis_sizes(options.grad_reduce,
+                               {"mesh.data": plan.data, "mesh.model": plan.model})
   variable_batch.check(options.owt_variant, scheme=plan.scheme, model_axis=plan.model,
                        fc_updates_per_step=options.fc_updates_per_step, backend=options.backend,
                        microbatches=options.microbatches,

@@ -23,6 +23,7 @@ ahead, so that reading, copying and transfers overlap the steps instead of waiti
 """
 
 import contextlib
+import os
 import queue
 import threading
 
@@ -31,6 +32,7 @@ import numpy as np
 from jax.experimental import multihost_utils
 from jax.sharding import NamedSharding
 
+from hybrid_parallel import checks
 from hybrid_parallel.errors import UserError
 from input_pipeline import arrays, prepared
 from input_pipeline.arrays import Dataset, train_indices  # noqa: F401  (in-memory source)
@@ -39,6 +41,45 @@ TFDS_NAMES = ("imagenet2012", "imagenette/320px-v2", "cifar10", "cifar100", "mni
               "fashion_mnist")
 IMAGENET_STYLE = ("imagenet2012", "imagenette/320px-v2")  # ten-crop evaluation applies to these.
 PREPARED = "prepared:"
+EVAL_CROPS = (1, 10)  # the centre crop, or Krizhevsky's ten crops with their softmaxes averaged.
+
+
+def check_name(field: str, name) -> None:
+  """One UserError unless `name` names a source (and an npz file that exists). A prepared
+  directory is checked when it is opened (`load`, before anything is written): a config may name
+  where it will be."""
+  names = arrays.NAMES + TFDS_NAMES + (PREPARED + "DIR",)
+  if not isinstance(name, str) or not (arrays.is_array_dataset(name) or name in TFDS_NAMES or
+                                       name.startswith(PREPARED)):
+    raise UserError(f"unknown {field} {name!r}; choose one of {', '.join(names)}.")
+  if name == PREPARED:
+    raise UserError(f"{field} {name!r} names no directory; write {PREPARED}DIR.")
+  path = name[len("npz:"):] if name.startswith("npz:") else None
+  if path == "":
+    raise UserError(f"{field} {name!r} names no file; write npz:PATH.")
+  if path and not os.path.isfile(path):
+    raise UserError(f"dataset file {path!r} does not exist.")
+
+
+def check_eval_crops(name: str, eval_crops: int) -> None:
+  """One UserError unless dataset `name` can be evaluated on `eval_crops` crops (ten: the
+  ImageNet-style sources only; the others are evaluated whole)."""
+  checks.one_of(EVAL_CROPS)("eval_crops", eval_crops)
+  if eval_crops != 1 and not (name.startswith(PREPARED) or name in IMAGENET_STYLE):
+    raise UserError(f"eval_crops = {eval_crops} is ImageNet-style evaluation; dataset {name!r} "
+                    f"is evaluated whole (use eval_crops = 1).")
+
+
+def check_input_shards(shards: int, *, processes: int, **batches: int) -> None:
+  """One UserError unless the processes can share `shards` input shards (a tfds source's) evenly
+  and each batch ({its field: its size}) cuts into them evenly."""
+  if shards % processes:
+    raise UserError(f"input_shards {shards} cannot be split evenly over {processes} processes; "
+                    f"use a multiple of {processes}.")
+  for what, size in batches.items():
+    if size % shards:
+      raise UserError(f"{what} {size} cannot be cut into {shards} input shards; use a multiple "
+                      f"of input_shards.")
 
 
 def load(name: str, *, image_size: int, seed: int = 0, synthetic_examples: int = 1024,
@@ -51,6 +92,8 @@ def load(name: str, *, image_size: int, seed: int = 0, synthetic_examples: int =
   `input_workers`: the prepared source's decoding processes (0: threads of this one); the rest:
   the tfds datasets (tfds_source.py, configs/default.py).
   """
+  check_name("dataset", name)
+  check_eval_crops(name, eval_crops)
   if name.startswith(PREPARED):
     return prepared.PreparedDataset(name[len(PREPARED):], image_size=image_size,
                                     workers=input_workers, pca_lighting_std=pca_lighting_std,
@@ -59,14 +102,11 @@ def load(name: str, *, image_size: int, seed: int = 0, synthetic_examples: int =
     return arrays.load(name, image_size=image_size, seed=seed,
                        synthetic_examples=synthetic_examples,
                        synthetic_classes=synthetic_classes)
-  if name in TFDS_NAMES:
-    from input_pipeline import tfds_source  # TensorFlow loads only for the datasets that need it.
-    return tfds_source.TfdsDataset(name, image_size=image_size, data_dir=data_dir,
-                                   download=download, input_shards=input_shards,
-                                   shuffle_buffer=shuffle_buffer,
-                                   pca_lighting_std=pca_lighting_std, eval_crops=eval_crops)
-  raise UserError(f"unknown dataset {name!r}; choose one of "
-                  f"{', '.join(arrays.NAMES + TFDS_NAMES + (PREPARED + 'DIR',))}.")
+  from input_pipeline import tfds_source  # TensorFlow loads only for the datasets that need it.
+  return tfds_source.TfdsDataset(name, image_size=image_size, data_dir=data_dir,
+                                 download=download, input_shards=input_shards,
+                                 shuffle_buffer=shuffle_buffer,
+                                 pca_lighting_std=pca_lighting_std, eval_crops=eval_crops)
 
 
 def steps_per_epoch(source, global_batch: int) -> int:

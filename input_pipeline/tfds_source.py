@@ -24,9 +24,11 @@ import dataclasses
 import math
 import os
 
-from absl import logging
+import jax
 import numpy as np
+from absl import logging
 
+import input_pipeline
 from hybrid_parallel import metric_writers
 from hybrid_parallel.errors import UserError
 from input_pipeline import augment, imagenet_stats
@@ -116,14 +118,7 @@ class TfdsDataset:
     self.shards = input_shards
     self.shuffle_buffer = shuffle_buffer
     self.pca_stddev = pca_lighting_std
-    self.eval_crops = eval_crops
-    if self.eval_crops not in (1, 10):
-      raise UserError(f"eval_crops must be 1 or 10, got {self.eval_crops}.")
-    if self.eval_crops == 10 and self.spec.style != "imagenet":
-      raise UserError(f"eval_crops = 10 is ImageNet-style evaluation; {name}'s images are "
-                      f"evaluated whole (use eval_crops = 1).")
-    if self.shards < 1:
-      raise UserError(f"input_shards must be at least 1, got {self.shards}.")
+    self.eval_crops = eval_crops  # input_pipeline.check_eval_crops: 10 for ImageNet-style only.
     self._train_splits = tfds.even_splits("train", self.shards)
     self._eval_splits = tfds.even_splits(self.spec.eval_split, self.shards)
     # split → its records, decoded and cached where the dataset fits. All are built here: the
@@ -190,11 +185,13 @@ class TfdsDataset:
 
   def local_shards(self, rows: slice, global_batch: int) -> range:
     """The shards that fill `rows` of a global batch (this process's rows)."""
+    input_pipeline.check_input_shards(self.shards, processes=jax.process_count(),
+                                      batch=global_batch)
     per_shard = global_batch // self.shards
-    if global_batch % self.shards or (rows.stop - rows.start) % per_shard:
-      raise UserError(f"a batch of {global_batch} cannot be cut into {self.shards} input shards "
-                      f"evenly over the processes; the batch size must be a multiple of "
-                      f"input_shards, and input_shards of the number of processes.")
+    if (rows.stop - rows.start) % per_shard:
+      raise UserError(f"process {jax.process_index()} holds {rows.stop - rows.start} rows of a "
+                      f"batch of {global_batch}: not whole input shards of {per_shard}; use "
+                      f"input_shards that cut each process's rows evenly.")
     return range(rows.start // per_shard, rows.stop // per_shard)
 
   def train_split(self, shard: int):

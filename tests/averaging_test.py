@@ -81,11 +81,7 @@ class AveragingTest(parameterized.TestCase):
   def test_bad_settings(self):
     with self.assertRaisesRegex(UserError, "butterfly mixing needs a power-of-two number of "
                                 "replicas, got mesh.data = 3"):
-      averaging.check("butterfly", 3, sync_every=1)
-    with self.assertRaisesRegex(UserError, "unknown average_method 'gossip'"):
-      averaging.check("gossip", 4, sync_every=1)
-    with self.assertRaisesRegex(UserError, "sync_every must be a positive integer, got 0"):
-      averaging.check("ring", 4, sync_every=0)
+      averaging.check("butterfly", 3)
 
 
 if __name__ == "__main__":

@@ -50,8 +50,8 @@ class AllReduceTest(parameterized.TestCase):
                                  atol=1e-5)
 
   def test_butterfly_rejects_three(self):
-    with self.assertRaisesRegex(UserError, "butterfly all-reduce needs a power-of-two axis, but "
-                                "'data' has 3 devices"):
+    with self.assertRaisesRegex(UserError, "grad_reduce 'butterfly' needs power-of-two mesh "
+                                "axes, but mesh.data is 3; use ring or tree."):
       allreduce_on_data_axis(random_tree(3, 0), 3, "butterfly")
 
   @parameterized.parameters(True, False)
@@ -72,7 +72,7 @@ class AllReduceTest(parameterized.TestCase):
 
   def test_unknown_algorithm(self):
     with self.assertRaisesRegex(UserError, "unknown grad_reduce 'gossip'"):
-      collectives.check_algorithm("gossip")
+      collectives.allreduce_sum({"x": np.zeros(3)}, ("data",), "gossip")
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ class MeshTest(absltest.TestCase):
       mesh_lib.make_mesh(4, 4)
 
   def test_sizes_must_be_positive_integers(self):
-    with self.assertRaisesRegex(UserError, "mesh.model must be a positive integer, got 0"):
+    with self.assertRaisesRegex(UserError, "mesh.model must be at least 1, got 0."):
       mesh_lib.make_mesh(2, 0)
 
   def test_cpu_runs_on_its_own_devices_without_a_note(self):

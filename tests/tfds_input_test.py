@@ -263,7 +263,7 @@ class BadInputTest(absltest.TestCase):
 
   def test_shards_must_divide_the_batch(self):
     source = mocked("cifar10")
-    with self.assertRaisesRegex(UserError, "a batch of 6 cannot be cut into 4 input shards"):
+    with self.assertRaisesRegex(UserError, "batch 6 cannot be cut into 4 input shards"):
       take(source, 1, batch=6)
 
 

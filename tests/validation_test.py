@@ -18,6 +18,7 @@ import main
 import train
 import validation
 from configs import default
+from hybrid_parallel import checks
 from hybrid_parallel.errors import UserError
 from tests import testing
 
@@ -84,6 +85,10 @@ BAD = {
     "unknown_max_pool": ([HYBRID4, "--config.max_pool=average"],
                          "unknown max_pool 'average'; choose one of auto, argmax, "
                          "reduce_window."),
+    "unknown_owt_variant": ([HYBRID4, "--config.owt_variant=d"],
+                            "unknown owt_variant 'd'; choose one of a, b, c."),
+    "negative_warm_start": ([DATA4, "--config.parallelism=asgd", "--config.warm_start_steps=-1"],
+                            "warm_start_steps must be at least 0, got -1."),
     "unknown_dataset": ([HYBRID4, "--config.dataset=imagenet21k"],
                         "unknown dataset 'imagenet21k'; choose one of digits, synthetic, "
                         "npz:PATH, imagenet2012"),
@@ -203,14 +208,19 @@ class BadInputTest(parameterized.TestCase):
 
 class FieldsTest(absltest.TestCase):
 
-  def test_every_field_of_the_defaults_has_a_check(self):
-    self.assertEqual(set(validation._fields(default.get_config())), set(validation.FIELDS))
+  def test_the_defaults_set_exactly_the_declared_fields(self):
+    declared = experiment.SETTINGS
+    self.assertEqual(set(validation.fields(default.get_config(), declared)), set(declared))
+    # Each declared once: no config field read into two parts of the run.
+    self.assertLen(declared, sum(len(checks.declared_settings(part))
+                                 for part in experiment.PARTS))
 
-  def test_every_field_is_read_into_the_run_once(self):
-    read = list(experiment.TOP_LEVEL_FIELDS)
-    for part in experiment.PARTS:
-      read += experiment.config_fields(part)
-    self.assertCountEqual(read, validation.FIELDS)
+  def test_a_config_missing_a_field_is_refused_by_name(self):
+    config = default.get_config()
+    del config["warmup"]
+    with self.assertRaisesRegex(UserError, "the config has no field 'warmup'; start it from "
+                                "configs/default.py's get_config"):
+      experiment.resolve(config)
 
   def test_the_run_holds_the_configs_values(self):
     config = default.get_config()

@@ -32,18 +32,8 @@ data-parallel SGD whose update is the *sum* of the clients' updates.
 import jax
 import jax.numpy as jnp
 
-from hybrid_parallel.errors import UserError
 from hybrid_parallel.local_sgd import core
 from hybrid_parallel.mesh import DATA
-
-
-def check(*, n_push: int, n_fetch: int, warm_start_steps: int) -> None:
-  """One UserError for push, fetch or warm-start settings that cannot be run."""
-  for name, value in (("n_push", n_push), ("n_fetch", n_fetch)):
-    if not isinstance(value, int) or value < 1:
-      raise UserError(f"{name} must be a positive integer, got {value!r}.")
-  if not isinstance(warm_start_steps, int) or warm_start_steps < 0:
-    raise UserError(f"warm_start_steps must be a non-negative integer, got {warm_start_steps!r}.")
 
 
 def client_init(params):

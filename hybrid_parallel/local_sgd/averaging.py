@@ -67,15 +67,11 @@ def mix(tree, method: str, *, replicas: int, sync_index):
   return jax.lax.switch(stage, branches, tree)
 
 
-def check(method: str, replicas: int, *, sync_every: int) -> None:
-  """One UserError for a method, replica count or period that cannot be run."""
-  if method not in METHODS:
-    raise UserError(f"unknown average_method {method!r}; choose one of {', '.join(METHODS)}.")
+def check(method: str, replicas: int) -> None:
+  """One UserError for a method (one of `METHODS`) that cannot mix this many replicas."""
   if method == "butterfly" and replicas & (replicas - 1):
     raise UserError(f"butterfly mixing needs a power-of-two number of replicas, got mesh.data = "
                     f"{replicas}; use hopping_ring, ring or allreduce.")
-  if not isinstance(sync_every, int) or sync_every < 1:
-    raise UserError(f"sync_every must be a positive integer, got {sync_every!r}.")
 
 
 def make_sync(method: str, replicas: int, *, sync_every: int,

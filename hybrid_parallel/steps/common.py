@@ -8,15 +8,23 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from hybrid_parallel import layers, models, partitioning
+from hybrid_parallel import checks, collectives, layers, models, partitioning
 from hybrid_parallel.errors import UserError
 from hybrid_parallel.train_state import TrainState
 
 
+# explicit: jax.shard_map, every collective written out (steps/explicit.py; the reference);
+# gspmd: the same PartitionSpecs handed to jax.jit, XLA placing the collectives (steps/gspmd.py);
+# pmap: the data scheme as the Flax examples write it (steps/pmap.py).
+BACKENDS = ("explicit", "gspmd", "pmap")
+# How owt runs its FC layers: "a", the model's gather; "b" and "c", K passes (variable_batch.py).
+OWT_VARIANTS = ("a", "b", "c")
+
+
 @dataclasses.dataclass(frozen=True)
 class StepOptions:
-  """How a synchronous step is built: every option of the steps, listed here only. The fields
-  are the config fields of the same names (configs/default.py says what each does).
+  """How a synchronous step is built: every option of the steps, listed here only. Each field is
+  the config field of its name, declared with its check (configs/default.py says what each does).
 
   Attributes:
     backend: how the step is partitioned (`BACKENDS`).
@@ -25,23 +33,19 @@ class StepOptions:
     microbatches: passes over slices of each device's batch, accumulated into one update.
     skip_nonfinite_steps: a step with a non-finite gradient leaves the state as it was.
     tune_xla_cpu: compile with compiler_options' CPU step options (on a CPU mesh).
-    owt_variant: how owt runs its FC layers: "a" (the model's gather), or the K passes of "b"
-      or "c" (variable_batch.py).
+    owt_variant: how owt runs its FC layers (`OWT_VARIANTS`).
     fc_updates_per_step: 1, or K (the model axis) for an FC update after every pass of "b" or
       "c" (Krizhevsky's variable batch size).
   """
-  backend: str
-  grad_reduce: str
-  microbatches: int
-  skip_nonfinite_steps: bool
-  tune_xla_cpu: bool
-  owt_variant: str
-  fc_updates_per_step: int
+  backend: str = checks.setting(checks.one_of(BACKENDS))
+  grad_reduce: str = checks.setting(checks.one_of(collectives.ALGORITHMS))
+  microbatches: int = checks.setting(checks.integer(1))
+  skip_nonfinite_steps: bool = checks.setting(checks.boolean)
+  tune_xla_cpu: bool = checks.setting(checks.boolean)
+  owt_variant: str = checks.setting(checks.one_of(OWT_VARIANTS))
+  fc_updates_per_step: int = checks.setting(checks.integer(1))
 
-# explicit: jax.shard_map, every collective written out (steps/explicit.py; the reference);
-# gspmd: the same PartitionSpecs handed to jax.jit, XLA placing the collectives (steps/gspmd.py);
-# pmap: the data scheme as the Flax examples write it (steps/pmap.py).
-BACKENDS = ("explicit", "gspmd", "pmap")
+
 _SCHEMES = {"explicit": partitioning.SCHEMES, "gspmd": partitioning.SYNCHRONOUS,
             "pmap": ("single", "data")}
 _GRADIENT_SUM = {"gspmd": "lets XLA place the gradient sum",
@@ -50,11 +54,9 @@ _GRADIENT_SUM = {"gspmd": "lets XLA place the gradient sum",
 
 def check_backend(options: StepOptions, *, scheme: str, per_worker_batch_norm: bool = False,
                   processes: int = 1) -> None:
-  """One UserError for a setting `options.backend` cannot run; the explicit backend runs them
-  all."""
+  """One UserError for a setting `options.backend` (one of `BACKENDS`) cannot run; the explicit
+  backend runs them all."""
   backend = options.backend
-  if backend not in BACKENDS:
-    raise UserError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}.")
   if backend == "explicit":
     return
   if scheme not in _SCHEMES[backend]:
