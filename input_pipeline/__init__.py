@@ -9,13 +9,14 @@
   cifar10, cifar100, mnist,
   fashion_mnist                     TensorFlow Datasets, augmented, sharded (tfds_source.py)
 
-A source yields, for this process's rows of every global batch, (images, labels, position): NHWC
-images (float32 from tfds; uint8 from the in-memory and prepared sources, finished on the
-devices), int32 labels and the *position* after the batch — what a checkpoint stores so that a
-restart continues with the next batch (for the array and prepared sources, the step number; for
-tfds, every input shard's stream position). The global batch of a step depends only on the seed
-and the position: not on the mesh, the scheme or (for tfds, with input_shards a multiple of it)
-the number of processes.
+Every source implements one interface (source.py). It yields, for this process's rows of every
+global batch, (images, labels, position): NHWC images (float32 from tfds; uint8 from the
+in-memory and prepared sources, finished on the devices by the source's `device_transforms`),
+int32 labels and the *position* after the batch — what a checkpoint stores so that a restart
+continues with the next batch (for the array and prepared sources, the step number; for tfds,
+every input shard's stream position). The global batch of a step depends only on the seed and
+the position: not on the mesh, the scheme or (for tfds, with input_shards a multiple of it) the
+number of processes.
 
 `train_iterator` turns the host batches into global arrays with the batch sharding
 (`jax.make_array_from_process_local_data`) on a background thread that runs `prefetch` batches
@@ -152,30 +153,9 @@ def start_position(source, step: int, global_batch: int, *, saved=None):
   """The position to resume from at `step`: the checkpoint's (`saved`) where it is one this source
   reads (a tfds source given a checkpoint that recorded only its step derives its position from
   the step, which is exact as long as no image was ever skipped)."""
-  if saved is None or isinstance(saved, int) != _positions_are_steps(source):
+  if saved is None or isinstance(saved, int) != source.positions_are_steps:
     return source.position_at(step, global_batch)
   return saved
-
-
-def _positions_are_steps(source) -> bool:
-  return isinstance(source, (Dataset, prepared.PreparedDataset))
-
-
-def device_transforms(source, sharding: NamedSharding, *, seed: int):
-  """(train, eval): what finishes a host batch on the devices. train takes (images, step).
-
-  The in-memory sources send uint8 at the model's size: normalised there. The prepared source
-  sends uint8 at the stored size: cropped, flipped, lit and normalised there. tfds batches arrive
-  finished.
-  """
-  if isinstance(source, prepared.PreparedDataset):
-    return source.device_transforms(sharding, seed=seed)
-  if isinstance(source, Dataset):
-    normalise = jax.jit(arrays.normalise, out_shardings=sharding)
-    mean, scale = source.mean, source.scale  # once, not per batch.
-    return (lambda images, step: normalise(images, mean, scale),
-            lambda images: normalise(images, mean, scale))
-  return (lambda images, step: images), (lambda images: images)
 
 
 def train_iterator(source, sharding: NamedSharding, global_batch: int, *, seed: int, position,
@@ -189,7 +169,7 @@ def train_iterator(source, sharding: NamedSharding, global_batch: int, *, seed: 
   """
   host = source.train_batches(global_batch, seed=seed, position=position,
                               shard=process_rows(sharding, global_batch))
-  finish, _ = device_transforms(source, sharding, seed=seed)
+  finish, _ = source.device_transforms(sharding, seed=seed)
   on_device = ((*to_global(sharding, images, labels, global_batch=global_batch), next_position)
                for images, labels, next_position in host)
   # Closed in this order: the producer thread stops, then the source (its worker processes).
@@ -197,7 +177,7 @@ def train_iterator(source, sharding: NamedSharding, global_batch: int, *, seed: 
         contextlib.closing(in_background(on_device, depth=prefetch)) as ready):
     for images, labels, next_position in ready:
       # A step-positioned source's batch of step s is followed by position s + 1.
-      step = next_position - 1 if isinstance(next_position, int) else None
+      step = next_position - 1 if source.positions_are_steps else None
       yield finish(images, step), labels, next_position
 
 
@@ -247,7 +227,7 @@ def in_background(items, *, depth: int):
 def eval_batches(source, sharding: NamedSharding, batch: int):
   """Yields (images, labels, weights) over the evaluation split as global arrays; padding
   images have weight 0."""
-  _, finish = device_transforms(source, sharding, seed=0)
+  _, finish = source.device_transforms(sharding, seed=0)
   for host_batch in source.eval_batches(batch, process_rows(sharding, batch)):
     images, labels, weights = to_global(sharding, *host_batch, global_batch=batch)
     yield finish(images), labels, weights

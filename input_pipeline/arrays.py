@@ -29,6 +29,7 @@ import jax
 import numpy as np
 
 from hybrid_parallel.errors import UserError
+from input_pipeline.source import StepPositioned
 
 DIGITS_TEST_EXAMPLES = 360
 DIGITS_SPLIT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "digits_split.npz")
@@ -42,7 +43,7 @@ def normalise(x_uint8, mean, scale):
 
 
 @dataclasses.dataclass
-class Dataset:
+class Dataset(StepPositioned):
   """A dataset held in host memory, uint8 NHWC at the model's input size."""
   name: str
   x_train: np.ndarray
@@ -69,11 +70,7 @@ class Dataset:
   def normalise(self, x_uint8: np.ndarray) -> np.ndarray:
     return normalise(x_uint8, self.mean, self.scale)
 
-  # The source interface of input_pipeline (see its __init__): positions are step numbers.
-
-  def position_at(self, step: int, global_batch: int) -> int:
-    del global_batch  # batches are indexed by step
-    return step
+  # --- the source interface (source.py) ---------------------------------------------------------
 
   def train_batches(self, global_batch: int, *, seed: int, position: int, shard: slice):
     """Yields this process's rows (`shard` of each global batch) from step `position` on."""
@@ -89,6 +86,14 @@ class Dataset:
       weights = (idx < n).astype(np.float32)
       idx = np.minimum(idx, n - 1)[shard]
       yield self.x_test[idx], self.y_test[idx], weights[shard]
+
+  def device_transforms(self, sharding, *, seed: int):
+    """Normalisation of the uint8 batches, on the devices."""
+    del seed
+    finish = jax.jit(normalise, out_shardings=sharding)
+    mean, scale = self.mean, self.scale  # once, not per batch.
+    return (lambda images, step: finish(images, mean, scale),
+            lambda images: finish(images, mean, scale))
 
 
 def _resize(x: np.ndarray, size: int) -> np.ndarray:

@@ -34,6 +34,7 @@ import numpy as np
 
 from hybrid_parallel.errors import UserError
 from input_pipeline import arrays, imagenet_stats
+from input_pipeline.source import StepPositioned
 
 MANIFEST = "prepared.json"
 FORMATS = ("jpeg", "raw")
@@ -200,7 +201,7 @@ class _EvalRows:
     return np.minimum(ids, self.num_eval - 1)[self.shard], weights[self.shard]
 
 
-class PreparedDataset:
+class PreparedDataset(StepPositioned):
   """The source `prepared:DIR` (see the module docstring)."""
 
   def __init__(self, directory: str, *, image_size: int, workers: int = 0,
@@ -241,11 +242,7 @@ class PreparedDataset:
       dataset = dataset.mp_prefetch(grain.MultiprocessingOptions(num_workers=self.workers))
     return iter(dataset)
 
-  # --- the source interface of input_pipeline ---------------------------------------------------
-
-  def position_at(self, step: int, global_batch: int) -> int:
-    del global_batch  # batches are indexed by step
-    return step
+  # --- the source interface (source.py) ---------------------------------------------------------
 
   def train_batches(self, global_batch: int, *, seed: int, position: int, shard: slice):
     """Yields (uint8 images at the stored size, labels, step + 1) for this process's rows."""

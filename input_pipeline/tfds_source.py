@@ -33,6 +33,7 @@ from hybrid_parallel import metric_writers
 from hybrid_parallel.errors import UserError
 from input_pipeline import augment, imagenet_stats
 from input_pipeline.imagenet_stats import MEAN as IMAGENET_MEAN, STD as IMAGENET_STD
+from input_pipeline.source import Source
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TF's C++ INFO/WARNING lines are noise here.
 import tensorflow as tf  # noqa: E402
@@ -103,8 +104,10 @@ def _count(dataset: tf.data.Dataset) -> int:
   return int(dataset.reduce(np.int64(0), lambda n, _: n + 1))
 
 
-class TfdsDataset:
-  """A tfds dataset read in `input_shards` shards; see the module docstring."""
+class TfdsDataset(Source):
+  """A tfds dataset read in `input_shards` shards; see the module docstring. Its batches arrive
+  finished (augmented by tf.data) and its position is every shard's stream position."""
+  positions_are_steps = False
 
   def __init__(self, name: str, *, image_size: int, data_dir: str | None = None,
                download: bool = True, input_shards: int = 8, shuffle_buffer: int = 2048,
@@ -177,7 +180,7 @@ class TfdsDataset:
     except (KeyError, ValueError):
       return _count(self._read(split))
 
-  # --- the source interface of input_pipeline --------------------------------------------------
+  # --- the source interface (source.py) ---------------------------------------------------------
 
   def position_at(self, step: int, global_batch: int) -> list[int]:
     """The position after `step` steps when no image was ever skipped (older checkpoints)."""
