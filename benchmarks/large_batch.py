@@ -108,7 +108,7 @@ def run_cell(config, train) -> dict:
     start = time.perf_counter()
     diverged_at = None
     try:
-      final = train.train_and_evaluate(config, workdir)
+      final = train.train_config(config, workdir)
     except faults.NonFiniteStep as e:
       diverged_at, final = str(e).split(" at step ")[1].split(";")[0], None
     seconds = time.perf_counter() - start

@@ -8,8 +8,8 @@ initialisation, `--epochs` epochs, test accuracy after every epoch. Runs:
   averaging with sync_every ∈ --periods (allreduce, momentum averaged);
   asgd with n_push = n_fetch = n_sync ∈ --n_syncs, staggered. Each A-SGD client uses the learning
   rate of the synchronous run divided by 4, so that with n_sync = 1 the server's update equals the
-  synchronous one (A-SGD adds the clients' updates; see hybrid_parallel/asgd.py); for n_sync > 1
-  a second run uses a quarter of that rate.
+  synchronous one (A-SGD adds the clients' updates; see hybrid_parallel/local_sgd/asgd.py); for
+  n_sync > 1 a second run uses a quarter of that rate.
 Writes local_sgd_convergence.json (docs/schemes.md's table is made from it) and .png to --out
 and prints one JSON object per run.
 """
@@ -65,7 +65,7 @@ def main(argv):
     if config.parallelism == "asgd":
       config.base_learning_rate *= lr_factor / REPLICAS
     with tempfile.TemporaryDirectory() as workdir:
-      train.train_and_evaluate(config, workdir)
+      train.train_config(config, workdir)
       with open(os.path.join(workdir, "metrics.jsonl")) as f:
         rows = [json.loads(line) for line in f]
     curve = [(r["step"], r["eval_top1"]) for r in rows if "eval_top1" in r]

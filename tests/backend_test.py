@@ -88,7 +88,7 @@ class PmapTest(parameterized.TestCase):
                                    backend=backend, global_batch_size=32, num_train_steps=3,
                                    eval_batch_size=120, dtype=dtype)
       with tempfile.TemporaryDirectory() as workdir, jax.enable_x64(dtype == "float64"):
-        results[backend, dtype] = train.train_and_evaluate(config, workdir)
+        results[backend, dtype] = train.train_config(config, workdir)
     numerics.assert_as_accurate(results["pmap", "float32"], results["explicit", "float32"],
                                 results["explicit", "float64"])
 

@@ -39,10 +39,10 @@ class ResumeTest(absltest.TestCase):
           tempfile.TemporaryDirectory() as exact):
       for scheme, data, model, steps in (("hybrid", 2, 2, 3), ("data", 4, 1, 6),
                                          ("single", 1, 1, 9)):
-        train.train_and_evaluate(config_for(scheme, data, model, steps), moved)
-      train.train_and_evaluate(config_for("hybrid", 2, 2, 9), stayed)
+        train.train_config(config_for(scheme, data, model, steps), moved)
+      train.train_config(config_for("hybrid", 2, 2, 9), stayed)
       with jax.enable_x64(True):  # the same SGD's exact values (tests/numerics.py).
-        train.train_and_evaluate(config_for("single", 1, 1, 9, dtype="float64"), exact)
+        train.train_config(config_for("single", 1, 1, 9, dtype="float64"), exact)
       got, expected = saved_state(moved, 9), saved_state(stayed, 9)
       earlier = saved_state(stayed, 6)  # checkpoint_keep = 3 keeps 6, 8 and 9.
       exact_state = saved_state(exact, 9)
@@ -55,11 +55,10 @@ class ResumeTest(absltest.TestCase):
 
   def test_a_checkpoint_of_another_model_is_refused(self):
     with tempfile.TemporaryDirectory() as workdir:
-      train.train_and_evaluate(config_for("single", 1, 1, 2), workdir)
+      train.train_config(config_for("single", 1, 1, 2), workdir)
       with self.assertRaisesRegex(UserError, "the checkpoint at step 2 .* was written with "
                                   "model 'alexnet_tiny', but this run has 'alexnet_owt_tiny'"):
-        train.train_and_evaluate(config_for("single", 1, 1, 4, model="alexnet_owt_tiny"),
-                                 workdir)
+        train.train_config(config_for("single", 1, 1, 4, model="alexnet_owt_tiny"), workdir)
 
 
 def _nan_at(bad_index):
@@ -85,7 +84,7 @@ class NonFiniteTest(absltest.TestCase):
       with _nan_at(4), self.assertRaisesRegex(  # batch 4 is step 5 (steps count from 1).
           faults.NonFiniteStep, r"the training loss became nan at step 5; the last good "
           r"checkpoint \(step 4\) is kept"):
-        train.train_and_evaluate(config_for("data", 2, 1, 8), workdir)
+        train.train_config(config_for("data", 2, 1, 8), workdir)
       self.assertEqual(sorted(map(int, os.listdir(os.path.join(workdir, "checkpoints")))),
                        [2, 4])
       self.assertTrue(all(np.isfinite(x).all() for x in
@@ -94,8 +93,8 @@ class NonFiniteTest(absltest.TestCase):
   def test_skipping_leaves_the_parameters_of_a_nan_step_unchanged(self):
     with tempfile.TemporaryDirectory() as workdir:
       with _nan_at(4):
-        train.train_and_evaluate(config_for("data", 2, 1, 6, checkpoint_every_steps=1,
-                                            skip_nonfinite_steps=True), workdir)
+        train.train_config(config_for("data", 2, 1, 6, checkpoint_every_steps=1,
+                                      skip_nonfinite_steps=True), workdir)
       before, after, later = (saved_state(workdir, s) for s in (4, 5, 6))
     self.assertEqual(int(after["step"]), 5)  # the step still counts: batch 5 comes next.
     jax.tree.map(np.testing.assert_array_equal, after["params"], before["params"])

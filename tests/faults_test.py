@@ -242,7 +242,7 @@ class MultiProcessTest(absltest.TestCase):
 
   def _assert_two_processes_train_like_one(self, fields, *, then):
     """Runs main.py with the config `fields` in two processes and, meanwhile, the same config in
-    this one (what main.py runs, less the process start: train.train_and_evaluate); the two log
+    this one (what main.py runs, less the process start: train.train_config); the two log
     steps 1-4 with the one's losses. `then(workdir of the two)` checks the rest while the
     workdirs exist."""
     config = hybrid4.get_config()
@@ -251,10 +251,10 @@ class MultiProcessTest(absltest.TestCase):
           tempfile.TemporaryDirectory() as exact):
       processes = self._two_processes(two, *config_flags(fields))
       self.addCleanup(lambda: [p.kill() for p in processes if p.poll() is None])
-      train.train_and_evaluate(config, one)
+      train.train_config(config, one)
       config.dtype = "float64"  # the same run's exact losses (tests/numerics.py).
       with jax.enable_x64(True):
-        train.train_and_evaluate(config, exact)
+        train.train_config(config, exact)
       finish(*processes)
       self.assertEqual(sorted(losses(two)), [1, 2, 3, 4])
       numerics.assert_as_accurate(*(list(losses(w).values()) for w in (two, one, exact)))

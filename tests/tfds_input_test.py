@@ -279,9 +279,9 @@ class EndToEndTest(absltest.TestCase):
     settings = dict(parallelism="hybrid", mesh={"data": 2, "model": 2})
     with tfds.testing.mock_data(num_examples=MOCK_EXAMPLES), tempfile.TemporaryDirectory() as a, \
         tempfile.TemporaryDirectory() as b:
-      straight = train.train_and_evaluate(self.config("cifar10", 6, **settings), a)
-      train.train_and_evaluate(self.config("cifar10", 3, **settings), b)
-      resumed = train.train_and_evaluate(self.config("cifar10", 6, **settings), b)
+      straight = train.train_config(self.config("cifar10", 6, **settings), a)
+      train.train_config(self.config("cifar10", 3, **settings), b)
+      resumed = train.train_config(self.config("cifar10", 6, **settings), b)
       checkpoints = checkpointing.Checkpointer(os.path.join(b, "checkpoints"), 3, 3, {})
       position = checkpoints.manager.restore(6, args=checkpointing.ocp.args.Composite(
           meta=checkpointing.ocp.args.JsonRestore()))["meta"]["data_position"]
@@ -292,7 +292,7 @@ class EndToEndTest(absltest.TestCase):
 
   def test_mocked_imagenet2012_with_ten_crop_evaluation(self):
     with tfds.testing.mock_data(num_examples=MOCK_EXAMPLES), tempfile.TemporaryDirectory() as w:
-      metrics = train.train_and_evaluate(self.config("imagenet2012", 2, eval_crops=10), w)
+      metrics = train.train_config(self.config("imagenet2012", 2, eval_crops=10), w)
     # An all-but-untrained net on 1000 classes: the loss of a near-uniform prediction.
     self.assertBetween(metrics["eval_loss"], math.log(1000) - 0.5, math.log(1000) + 0.5)
     self.assertBetween(metrics["eval_top5"], 0.0, 1.0)

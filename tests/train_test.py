@@ -40,7 +40,7 @@ class TrainTest(absltest.TestCase):
         [sys.executable, os.path.join(ROOT, "main.py"), f"--config={ROOT}/configs/single.py",
          "--config.model=alexnet_tiny", *overrides, f"--workdir={cls.single_workdir}"],
         cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    cls.hybrid = train.train_and_evaluate(
+    cls.hybrid = train.train_config(
         testing.tiny_config(parallelism="hybrid", mesh=dict(data=2, model=2), **CONFIG),
         cls.workdir)
     _, cls.single_stderr = single.communicate(timeout=600)

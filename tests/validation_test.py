@@ -166,7 +166,7 @@ class BadInputTest(parameterized.TestCase):
     super().setUpClass()
     # A finished hybrid 2×2 run: every check must come before anything looks at it.
     cls.workdir = tempfile.mkdtemp()
-    train.train_and_evaluate(testing.tiny_config(
+    train.train_config(testing.tiny_config(
         parallelism="hybrid", mesh=dict(data=2, model=2), global_batch_size=16,
         num_train_steps=2, eval_batch_size=120, checkpoint_every_steps=1, log_every_steps=1),
         cls.workdir)
