@@ -70,7 +70,7 @@ import traceback
 
 from absl import app, flags
 
-from benchmarks import main_runs, step_timing, tables, torch_alexnet
+from benchmarks import accelerator_tables, main_runs, step_timing, tables, torch_alexnet
 from hybrid_parallel import platforms
 from hybrid_parallel.analysis.gpu_topologies import GPUS
 
@@ -556,7 +556,7 @@ def main(argv):
   report["seconds"] = round(time.perf_counter() - start, 1)
   compare_with_pytorch(report, sizes)
   _write(report)
-  markdown = tables.accelerator_report(tables.without_machine_paths(report))
+  markdown = accelerator_tables.report(tables.without_machine_paths(report))
   with open(os.path.join(_OUT.value, "accelerator.md"), "w") as f:
     f.write(markdown)
   print(markdown)

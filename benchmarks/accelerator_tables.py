@@ -1,0 +1,209 @@
+"""The accelerator pages' tables (docs/gpu.md, docs/tpu.md): benchmarks/accelerator.py's report
+from a lent GPU, and the compile-only TPU and GPU rows (tpu_compile.py, gpu_compile.py), rendered
+from their JSON by benchmarks/tables.py."""
+
+import json
+
+from benchmarks.markdown import mb, per_row, percent, table
+
+
+def _section(name: str, *keys: str):
+  """The rows of an accelerator report's section `name` (under `keys` within its result)."""
+  def rows(report):
+    result = report["sections"][name]["result"]
+    for key in keys:
+      result = result[key]
+    return result
+  return rows
+
+
+# benchmarks/accelerator.py: our train step on one device.
+single_device = per_row(
+    ("model", "{model}"), ("dtype", "{dtype}"), ("batch", "{batch}"),
+    ("images/s", "{images_per_sec}"), ("step ms", "{step_ms}"), ("compile s", "{compile_s}"),
+    ("program GiB", "{program_gib}"),
+    ("process's peak GiB so far", lambda r: "—" if r["device_peak_gib"] is None
+     else r["device_peak_gib"]),
+    ("MFU", lambda r: "—" if r["mfu"] is None else f"{100 * r['mfu']:.1f}%"),
+    rows=_section("single_device"))
+
+_pytorch_variants = per_row(
+    ("PyTorch variant", "{variant}"), ("batch", "{batch}"), ("images/s", "{images_per_sec}"),
+    ("step ms", "{step_ms}"), ("setup s", "{setup_s}"))
+_pytorch_comparison = per_row(
+    ("batch", "{batch}"), ("our dtype", "{dtype}"), ("ours images/s", "{ours_images_per_sec}"),
+    ("best PyTorch (variant)", "{best_torch_images_per_sec} ({best_torch_variant})"),
+    ("ours ÷ best", "{ratio}"))
+
+
+def pytorch(report) -> str:
+  """benchmarks/accelerator.py: PyTorch's variants, and ours ÷ the best of them."""
+  result = report["sections"]["pytorch"]["result"]
+  text = (_pytorch_variants(result["variants"]) + "\n\n" +
+          _pytorch_comparison(result.get("comparison", [])))
+  if "incomplete" in result:
+    text += f"\n\nIncomplete: {result['incomplete'].splitlines()[0]}"
+  return text
+
+
+# benchmarks/accelerator.py: where the step's device time goes.
+top_ops = per_row(
+    ("operation", "`{op}`"), ("ms per step", "{ms_per_step}"),
+    ("share", lambda r: f"{100 * r['share']:.1f}%"), ("calls", "{calls}"),
+    ("kernel", lambda r: f"`{r['kernel'][:60]}`"), rows=_section("profile", "top_ops"))
+
+# benchmarks/accelerator.py: one change at a time against the baseline, same run.
+tuning = per_row(
+    ("variant", "{variant}"), ("images/s", "{images_per_sec}"), ("step ms", "{step_ms}"),
+    ("compile s", "{compile_s}"), ("vs baseline", "{vs_baseline}"), rows=_section("tuning"))
+
+
+def _mock_row(r) -> list:
+  if "error" in r:
+    # A time limit says so on its first line (then the stacks); an exception on its last.
+    error = r["error"].splitlines()
+    why = error[0].split(";")[0] if "time limit" in error[0] else error[-1]
+    return [r["name"], f"error: {why[:110]}", *[""] * 6]
+  predicted = (f"{r['predicted_step_ms']} / {r['predicted_step_ms_over_nic']}"
+               if "predicted_step_ms" in r else "—")
+  overlap = (f"{r['all_reduces_with_compute_in_flight']} of {r['async_all_reduces']} async "
+             f"({mb(r['all_reduce_bytes_with_compute_in_flight'])} of "
+             f"{mb(r['all_reduce_bytes'])} MB)" if r["async_all_reduces"]
+             else "none async (synchronous collectives)")
+  return [r["name"], r["scheme"], f"{r['mesh'][0]}×{r['mesh'][1]}", r["global_batch"],
+          r["step_ms"], mb(r["bytes_per_device"]), overlap, predicted]
+
+
+def mock(report) -> str:
+  """benchmarks/accelerator.py: 8-GPU programs on one device (mocked collectives)."""
+  return table(["config", "scheme", "mesh", "batch", "step ms (one device)", "MB per device",
+                 "gradient all-reduces overlapping compute",
+                 "predicted 8-GPU step ms (NVLink / 400 Gb/s NIC)"],
+                map(_mock_row, report["sections"]["mock_multi_gpu"]["result"]))
+
+
+def environment(report) -> str:
+  """benchmarks/accelerator.py: the machine, and the trainer and notebook runs on it."""
+  env = report["sections"]["environment"]["result"]
+  smi = (env.get("nvidia_smi") or "").strip().splitlines()
+  card = dict(zip([h.strip() for h in smi[0].split(",")], [v.strip() for v in smi[1].split(",")])
+              ) if len(smi) == 2 else {}
+  rows = [("date", env["date"]), ("device", f"{env['device_kind']} × {env['device_count']}"),
+          ("driver / CUDA", f"{card.get('driver_version', '?')} / {env['platform_version']}"),
+          ("SM clock (found at / max)", f"{card.get('clocks.current.sm [MHz]', '?')} / "
+                                        f"{card.get('clocks.max.sm [MHz]', '?')}"),
+          ("JAX / jaxlib / Python", f"{env['jax']} / {env['jaxlib']} / {env['python']}"),
+          ("PyTorch", env.get("torch") or "—")]
+  trainer = report["sections"].get("trainer", {}).get("result")
+  if isinstance(trainer, dict):  # reports before the trainer was set against the bare step.
+    rows.append(("main.py (owt8's settings on 1×1, bfloat16, batch 256, 224²)",
+                 f"{trainer['steps']} steps in {trainer['wall_clock_s']} s, median "
+                 f"{trainer['images_per_sec_median']} images/s, final train loss "
+                 f"{trainer['final_train_loss']}, eval loss {trainer['eval_loss']}"))
+  notebook = report["sections"].get("notebook", {}).get("result")
+  if notebook and "final" in notebook:
+    final = notebook["final"]
+    rows.append(("notebooks/colab.ipynb", f"{final['steps']} steps of {final['model']} in "
+                 f"{notebook['seconds']} s, eval top-1 {percent(final['eval_top1'])}"))
+  return table(["", ""], rows)
+
+
+# benchmarks/accelerator.py: main.py against the bare step at the same settings.
+trainer = per_row(
+    ("model", "{model}"), ("dtype", "{dtype}"), ("batch", "{batch}"),
+    ("main.py images/s (median)", "{trainer_images_per_sec}"),
+    ("bare step images/s", "{step_images_per_sec}"), ("main.py ÷ step", "{trainer_vs_step}"),
+    ("steps", "{steps}"), ("wall-clock s", "{wall_clock_s}"), rows=_section("trainer"))
+
+
+def _tpu_row(r) -> list:
+  where, versions = [r["topology"], r["config"], r["dtype"]], f"{r['jax']} / {r['libtpu']}"
+  if not r["compiled"]:
+    return [*where, "", f"no: {r['reason']}", *[""] * 5, versions]
+  return [*where, f"{r['mesh'][0]}×{r['mesh'][1]}", "yes",
+          f"{r['hbm_gib']} ({'yes' if r['hbm_fits'] else 'no'})", r["collective_mb"],
+          r["analytic_mb"], f"{r['estimated_step_ms']} ({r['estimate']})",
+          f"{r['estimated_images_per_sec']:,}", versions]
+
+
+def tpu_compile(rows) -> str:
+  """benchmarks/tpu_compile.py: each config compiled for each TPU topology (nothing measured)."""
+  return table(["topology", "config", "dtype", "mesh", "compiled", "HBM GiB per device (fits)",
+                 "collective MB per device", "analytic minimum MB", "estimated step ms (from)",
+                 "estimated images/s", "jax / libtpu"], map(_tpu_row, rows))
+
+
+def _tpu_choice(r) -> list:
+  where = [r["topology"], f"`{r['choice']}`", r["option"], r["model"]]
+  if not r["compiled"]:
+    return [*where, f"not compiled: {r['reason']}", ""]
+  return [*where, f"{r['estimated_step_ms']} ({r['estimate']})", r["hbm_gib"]]
+
+
+# The largest batch that fits (tpu_compile.py / gpu_compile.py --largest_batch); `gpu` leads
+# the GPU rows.
+_LARGEST = (("config", "{config}"),
+            ("largest global batch that fits", lambda r: r["largest_global_batch"] or "none"),
+            ("its HBM GiB", lambda r: r["hbm_gib"] or ""),
+            ("the next batch", "{next_batch}: {next}"))
+
+
+def tpu_choices(result) -> str:
+  """benchmarks/tpu_compile.py --choices / --largest_batch: estimates, nothing measured."""
+  return (table(["topology", "choice", "option", "model", "estimated step ms (from)", "HBM GiB"],
+                 map(_tpu_choice, result.get("choices", []))) + "\n\n" +
+          per_row(("topology", "{topology}"), *_LARGEST)(result.get("largest_batch", [])))
+
+
+def _gpu_row(r) -> list:
+  where = [r["gpu"], r["topology"], r["config"], r["dtype"]]
+  if not r["compiled"]:
+    return [*where, "", f"no: {r['reason']}"] + [""] * 8
+  return [*where, f"{r['mesh'][0]}×{r['mesh'][1]}",
+          f"{r['hbm_gib']} ({'yes' if r['hbm_fits'] else 'no'})", r["collective_mb"],
+          r["analytic_mb"], r["crossing_hosts_mb"],
+          f"{r['async_with_compute_in_flight']} of {r['async_collectives']}", r["compute_ms"],
+          r["exposed_comm_ms"], r["predicted_step_ms"], f"{r['predicted_images_per_sec']:,}"]
+
+
+def gpu_compile(result) -> str:
+  """benchmarks/gpu_compile.py: each config compiled for each GPU node (nothing run on a GPU)."""
+  return table(["gpu", "topology", "config", "dtype", "mesh", "HBM GiB per GPU (fits 75%)",
+                 "collective MB per GPU", "analytic minimum MB", "MB crossing hosts",
+                 "async collectives with compute in flight", "compute ms", "exposed comm ms",
+                 "predicted step ms", "predicted images/s"], map(_gpu_row, result["rows"]))
+
+
+# benchmarks/gpu_compile.py: one node's predicted speed-ups beside Krizhevsky 2014's.
+gpu_compile_ranking = per_row(
+    ("gpu", "{gpu}"), ("config (8 GPUs, batch 1024)", "{config}"),
+    ("predicted images/s", "{predicted_images_per_sec:,}"),
+    ("predicted speed-up over 1 GPU at 128", "{predicted_speedup}"),
+    ("the same, no overlap", "{speedup_without_overlap}"),
+    ("Krizhevsky 2014, 8 K20s", lambda r: r["krizhevsky_speedup"] or "—"),
+    rows=lambda result: result.get("ranking", []))
+
+# benchmarks/gpu_compile.py --largest_batch.
+gpu_compile_largest = per_row(
+    ("gpu", "{gpu}"), ("config", "{config}"),
+    ("largest global batch that fits (bfloat16)", _LARGEST[1][1]), *_LARGEST[2:],
+    rows=lambda result: result.get("largest_batch", []))
+
+
+def report(result) -> str:
+  """The whole report of benchmarks/accelerator.py, section by section."""
+  tables_by_section = {"single_device": single_device, "pytorch": pytorch, "profile": top_ops,
+                       "tuning": tuning, "mock_multi_gpu": mock, "trainer": trainer}
+  out = ["# Accelerator report" + (" (dry run: tiny sizes)" if result["dry_run"] else ""), ""]
+  for name, section in result["sections"].items():
+    out += [f"## {name} ({section.get('seconds', 0)} s)", ""]
+    if "error" in section:
+      out += ["```", section["error"].strip(), "```"]
+    elif "skipped" in section or "skipped" in (section.get("result") or {}):
+      out.append(f"Skipped: {section.get('skipped') or section['result']['skipped']}")
+    elif name in tables_by_section:
+      out.append(tables_by_section[name](result))
+    else:
+      out.append("```json\n" + json.dumps(section["result"], indent=1) + "\n```")
+    out.append("")
+  return "\n".join(out)
