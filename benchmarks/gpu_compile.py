@@ -231,7 +231,7 @@ def main(argv):
   os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
                              " --xla_gpu_shard_autotuning=false").strip()
   platforms.start()  # before anything queries the devices.
-  reason = gpu_topologies.available()
+  reason = gpu_topologies.unavailable_reason()
   if reason:
     raise SystemExit(f"error: {reason}.")
   measured = _measured()

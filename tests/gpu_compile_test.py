@@ -26,7 +26,7 @@ def _hybrid_program(devices, data: int):
   return step.run.mesh, step.lowered.compile().as_text(), minimum
 
 
-@unittest.skipIf(gpu_topologies.available(),
+@unittest.skipIf(gpu_topologies.unavailable_reason(),
                  "JAX's CUDA plugin is not installed (requirements-test.txt installs it, with "
                  "ptxas and libdevice, on Python >= 3.12)")
 class GpuCompileTest(absltest.TestCase):

@@ -11,7 +11,10 @@ GPU prints its own (the plugin asks a local GPU when no target_config is given).
 """
 
 import dataclasses
+import importlib.util
 import os
+
+from hybrid_parallel import platforms
 
 # Compute capability 9.0 (Hopper): the CUDA C++ Programming Guide's table of technical
 # specifications per compute capability — the same for the H100 and the H200.
@@ -69,10 +72,9 @@ GPUS = {
 TOPOLOGIES = ("1x1x8", "1x2x8")
 
 
-def available() -> str | None:
-  """None where compile-only GPU devices can be made here, else the reason in one sentence."""
-  import importlib.util
-  if not any(importlib.util.find_spec(p) for p in ("jax_cuda12_plugin", "jax_cuda13_plugin")):
+def unavailable_reason() -> str | None:
+  """Why compile-only GPU devices cannot be made here, in one sentence; None where they can."""
+  if not any(importlib.util.find_spec(plugin) for plugin in platforms.CUDA_PLUGINS):
     return ("compiling for GPUs needs JAX's CUDA plugin (pip install -r requirements-cuda13.txt; "
             "no GPU needed)")
   return None
