@@ -89,7 +89,12 @@ def _is_kernel(params):
 
 def check_multipliers(name: str, multipliers) -> None:
   """One UserError unless `multipliers` maps groups of `GROUPS` to factors > 0."""
-  for group, factor in dict(multipliers).items():
+  try:
+    multipliers = dict(multipliers)  # a mapping, or a config's group of fields.
+  except (TypeError, ValueError):
+    raise UserError(f"{name} must map groups ({' and '.join(GROUPS)}) to factors, got "
+                    f"{multipliers!r}.") from None
+  for group, factor in multipliers.items():
     if group not in GROUPS:
       raise UserError(f"unknown {name} group {group!r}; the groups are {' and '.join(GROUPS)}.")
     checks.number(low=0, low_open=True)(f"{name}.{group}", factor)

@@ -6,6 +6,7 @@ import dataclasses
 import hashlib
 import io
 import os
+import re
 import sys
 import tempfile
 from unittest import mock
@@ -214,6 +215,14 @@ class FieldsTest(absltest.TestCase):
     # Each declared once: no config field read into two parts of the run.
     self.assertLen(declared, sum(len(checks.declared_settings(part))
                                  for part in experiment.PARTS))
+
+  def test_every_declared_field_refuses_a_value_of_no_kind_it_takes(self):
+    # Each field's own check, named in one sentence (a check that accepted anything would pass
+    # resolve with it): the kinds of settings no scheme's BAD case above reaches are here too.
+    for field, check in experiment.SETTINGS.items():
+      with self.subTest(field):
+        with self.assertRaisesRegex(UserError, re.escape(field)):
+          check(field, object())
 
   def test_a_config_missing_a_field_is_refused_by_name(self):
     config = default.get_config()
