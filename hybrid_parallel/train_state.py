@@ -1,6 +1,8 @@
 """The training state, its shardings, and its creation: once for the whole network, then laid out
 on the mesh."""
 
+import functools
+
 import flax.struct
 import jax
 import jax.numpy as jnp
@@ -48,20 +50,37 @@ def state_specs(abstract_state: TrainState, plan: partitioning.Plan, *, tx, clas
                     batch_stats=stats_specs)
 
 
-def create_unsharded(model: models.AlexNet, tx, image_shape, *, seed: int) -> TrainState:
-  """The initial state of the whole single-device network (`Layout()`) for `seed`.
+def initial_variables(model: models.AlexNet, image_shape, *, seed: int) -> dict:
+  """The whole single-device network's (`Layout()`) initial variables for `seed`: "params" and,
+  with batch norm, "batch_stats", at least float32 (`layers.PARAM_DTYPE`; a float64 reference keeps
+  the same values in float64).
 
-  Every scheme starts from these values, so every scheme starts from the same point.
+  They depend on the image's height, width and channels, not on the batch: the network is
+  initialised on one image, so one program serves every batch size.
   """
   whole = model.clone(layout=models.Layout())
   root = jax.random.PRNGKey(seed)
-  variables = whole.init(jax.random.fold_in(root, 0), jnp.zeros(image_shape, jnp.float32),
-                         example_ids_B=jnp.zeros(image_shape[0], jnp.int32))
-  # Created in float32 (layers.PARAM_DTYPE); a float64 reference keeps the same values in float64.
+  variables = whole.init(jax.random.fold_in(root, 0),
+                         jnp.zeros((1,) + tuple(image_shape[1:]), jnp.float32),
+                         example_ids_B=jnp.zeros(1, jnp.int32))
   widen = lambda tree: jax.tree.map(lambda x: x.astype(layers.at_least_float32(model.dtype)), tree)
-  params = widen(variables["params"])
-  return TrainState(step=jnp.zeros((), jnp.int32), params=params, opt_state=tx.init(params),
-                    rng=root, batch_stats=widen(variables.get("batch_stats", {})))
+  return {"params": widen(variables["params"]),
+          "batch_stats": widen(variables.get("batch_stats", {}))}
+
+
+def from_variables(variables: dict, tx, *, seed: int) -> TrainState:
+  """The state at step 0 that starts from `variables` (`initial_variables`) with `tx`."""
+  return TrainState(step=jnp.zeros((), jnp.int32), params=variables["params"],
+                    opt_state=tx.init(variables["params"]), rng=jax.random.PRNGKey(seed),
+                    batch_stats=variables["batch_stats"])
+
+
+def create_unsharded(model: models.AlexNet, tx, image_shape, *, seed: int) -> TrainState:
+  """The initial state of the whole single-device network for `seed`.
+
+  Every scheme starts from these values, so every scheme starts from the same point.
+  """
+  return from_variables(initial_variables(model, image_shape, seed=seed), tx, seed=seed)
 
 
 def create(model: models.AlexNet, plan: partitioning.Plan, mesh, *, tx, image_shape, seed: int,
@@ -69,9 +88,9 @@ def create(model: models.AlexNet, plan: partitioning.Plan, mesh, *, tx, image_sh
   """Initialises the full-size model with `seed` and places the state with the plan's shardings.
 
   The initial state is computed by `initialize` (one program of the whole network on one device)
-  and then laid out on the mesh: that program is the same for every mesh and scheme, so it
-  compiles once per model and optimiser (XLA:CPU takes seconds for the random initialisers) and
-  every later mesh reads it from the compilation cache; every scheme starts from the same values.
+  and then laid out on the mesh: its random initialisers are the same program for every mesh,
+  scheme, batch and optimiser, so they compile once per model (XLA:CPU takes seconds for them) and
+  every later run reads them from the compilation cache; every scheme starts from the same values.
 
   Args:
     abstract: return shape/dtype/sharding structs instead of arrays (to compile, not to run).
@@ -79,14 +98,16 @@ def create(model: models.AlexNet, plan: partitioning.Plan, mesh, *, tx, image_sh
   Returns:
     (state, specs): the sharded TrainState and its PartitionSpecs.
   """
-  init = lambda: create_unsharded(model, tx, image_shape, seed=seed)
-  shapes = jax.eval_shape(init)
-  specs = state_specs(shapes, plan, tx=tx, classifier=model.arch.fc_names()[-1])
+  # The whole network's initial state (its shapes only, when abstract).
+  if abstract:
+    whole = jax.eval_shape(lambda: create_unsharded(model, tx, image_shape, seed=seed))
+  else:
+    whole = initialize(model, tx, image_shape, seed=seed, device=local_device(mesh))
+  specs = state_specs(whole, plan, tx=tx, classifier=model.arch.fc_names()[-1])
   shardings = mesh_lib.shardings(mesh, specs)
   if abstract:
-    return sharded_structs(shapes, shardings), specs
+    return sharded_structs(whole, shardings), specs
   # Each process fills its own devices' shards (so it also works when the mesh spans processes).
-  whole = initialize(model, tx, image_shape, seed=seed, device=local_device(mesh))
   place = lambda x, sharding: jax.make_array_from_callback(x.shape, sharding, lambda i: x[i])
   return jax.tree.map(place, whole, shardings), specs
 
@@ -105,12 +126,25 @@ def local_device(mesh) -> jax.Device:
 
 def initialize(model: models.AlexNet, tx, image_shape, *, seed: int,
                device: jax.Device | None = None) -> TrainState:
-  """`create_unsharded` as one compiled program on `device` (default: the first), in numpy.
+  """`create_unsharded` on `device` (default: the first), in numpy.
 
-  The program is the same for every mesh and scheme, so it compiles once per model and optimiser
-  (op by op, each of the initialisers' operations would compile on its own).
+  The random initialisers are one compiled program per model, image size and seed — the same for
+  every mesh, scheme, batch and optimiser, so a later run in this process calls it again without
+  tracing it, and a later process reads it from the compilation cache (op by op, each of their
+  operations would compile on its own).
   """
   device = device or jax.devices()[0]
-  init = lambda: create_unsharded(model, tx, image_shape, seed=seed)
-  return jax.device_get(compiler_options.jit_initializer(
-      init, device, out_shardings=jax.sharding.SingleDeviceSharding(device))())
+  variables = _initializer(model.clone(layout=models.Layout()), tuple(image_shape[1:]), seed,
+                           device)()
+  # Zeros and constants, op by op: JAX compiles each operation once per shape for the whole
+  # process, where a jit of this would be traced and looked up again for every new optimiser.
+  return jax.device_get(from_variables(variables, tx, seed=seed))
+
+
+@functools.lru_cache(maxsize=16)
+def _initializer(model: models.AlexNet, image_hwc: tuple, seed: int, device: jax.Device):
+  """The jitted `initial_variables` of one model, image shape and seed on `device` (it holds the
+  compiled program, never the values it made)."""
+  return compiler_options.jit_initializer(
+      lambda: initial_variables(model, (1,) + image_hwc, seed=seed), device,
+      out_shardings=jax.sharding.SingleDeviceSharding(device))

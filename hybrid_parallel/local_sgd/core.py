@@ -95,7 +95,7 @@ def create(model: models.AlexNet, plan: partitioning.Plan, mesh, *, tx, image_sh
   if abstract:
     return train_state.sharded_structs(shapes, shardings), specs
   # The random initialisation is the synchronous schemes' own program (train_state.initialize:
-  # compiled once per model and optimiser, whatever the mesh); only the cheap stacking is
+  # compiled once per model, whatever the mesh, batch and optimiser); only the cheap stacking is
   # compiled for this mesh.
   whole = train_state.initialize(model, tx, image_shape, seed=seed,
                                  device=train_state.local_device(mesh))
