@@ -1,6 +1,7 @@
 """main.py under faults, as separate processes: SIGKILL + restart, SIGTERM and Ctrl-C, a failing
 checkpoint save, many processes with a peer that dies or hangs."""
 
+import concurrent.futures
 import json
 import os
 import resource
@@ -107,6 +108,20 @@ def scalars(workdir, tag):
   events = event_accumulator.EventAccumulator(workdir)
   events.Reload()
   return [(e.step, e.value) for e in events.Scalars(tag)]
+
+
+def ended(process) -> concurrent.futures.Future:
+  """(stderr, when it ended) of `process`, read in a thread: several processes can then be waited
+  for at once, each one's end timed as it happens."""
+
+  def wait():
+    _, stderr = process.communicate()
+    return stderr, time.monotonic()
+
+  pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
+  future = pool.submit(wait)
+  pool.shutdown(wait=False)
+  return future
 
 
 def free_port():
@@ -228,17 +243,21 @@ class MultiProcessTest(absltest.TestCase):
                   f"--process_id={i}") for i in range(2)]
 
   def _training_two_processes(self, workdir, *, step_timeout_s, heartbeat_timeout_s):
-    """Two processes of a long run, once they have logged a step. A timeout shorter than a step
-    under load ends the run before it logs (seen at 6 s): the wait then fails at once with
-    process 0's stderr."""
+    """Starts two processes of a long run; `_wait_until_trained` waits for their first step."""
     processes = self._two_processes(workdir, "--config.num_train_steps=100000",
                                     "--config.log_every_steps=5",
                                     f"--config.step_timeout_s={step_timeout_s}",
                                     f"--heartbeat_timeout_s={heartbeat_timeout_s}")
     self.addCleanup(lambda: [p.kill() for p in processes if p.poll() is None])
+    return processes
+
+  @staticmethod
+  def _wait_until_trained(workdir, processes):
+    """Waits until the run in `workdir` has logged a step. A step timeout shorter than a step
+    under load ends the run before it logs (seen at 6 s): the wait then fails at once with process
+    0's stderr."""
     wait_for(lambda: os.path.exists(os.path.join(workdir, "metrics.jsonl")) and losses(workdir),
              process=processes[0])
-    return processes
 
   def _assert_two_processes_train_like_one(self, fields, *, then):
     """Runs main.py with the config `fields` in two processes and, meanwhile, the same config in
@@ -260,11 +279,19 @@ class MultiProcessTest(absltest.TestCase):
       numerics.assert_as_accurate(*(list(losses(w).values()) for w in (two, one, exact)))
       then(two)
 
-  def test_two_processes_train_like_one(self):
-    # hybrid 2×2 (the default of these runs); checkpoints written collectively, readable by one.
+  def test_two_processes_read_their_own_tfds_shards_and_train_like_one(self):
+    # hybrid 2×2 (the default of these runs: the data axis across the processes, the model axis
+    # within each) fed by tfds, four input shards, two per process; checkpoints written
+    # collectively, readable by one.
+    from tests import tfds_testing  # TensorFlow loads only for this test.
     self._assert_two_processes_train_like_one(
-        {"num_train_steps": 4, "log_every_steps": 1, "checkpoint_every_steps": 2},
-        then=lambda two: self.assertEqual(checkpoints(two), [2, 4]))
+        {"num_train_steps": 4, "log_every_steps": 1, "dataset": "mnist",
+         "data_dir": tfds_testing.prepared_mnist_dir(), "tfds_download": False,
+         "input_shards": 4, "global_batch_size": 8, "eval_batch_size": 8,
+         "checkpoint_every_steps": 2},
+        then=lambda two: (self.assertEqual(checkpoints(two), [2, 4]),
+                          # 4 steps × 2 rows of each shard.
+                          self.assertEqual(data_position(two, 4), [8, 8, 8, 8])))
 
   def test_a_model_axis_across_processes_trains_like_one(self):
     # Model parallel 1×2 on two processes of one device each (one GPU per host): both devices
@@ -274,54 +301,41 @@ class MultiProcessTest(absltest.TestCase):
          "parallelism": "model", "mesh.data": 1, "mesh.model": 2},
         then=lambda two: self.assertEqual(checkpoints(two), [4]))
 
-  def test_two_processes_read_their_own_tfds_shards_and_train_like_one(self):
-    # Data parallel 4×1: the other mesh the two processes must split like one.
-    from tests import tfds_testing  # TensorFlow loads only for this test.
-    self._assert_two_processes_train_like_one(
-        {"num_train_steps": 4, "log_every_steps": 1, "dataset": "mnist",
-         "data_dir": tfds_testing.prepared_mnist_dir(), "tfds_download": False,
-         "input_shards": 4, "global_batch_size": 8, "eval_batch_size": 8,
-         "checkpoint_every_steps": 4, "parallelism": "data", "mesh.data": 4, "mesh.model": 1},
-        # 4 steps × 2 rows of each shard.
-        then=lambda two: self.assertEqual(data_position(two, 4), [8, 8, 8, 8]))
-
-  def test_a_dead_process_ends_the_other_with_a_message(self):
-    with tempfile.TemporaryDirectory() as workdir:
+  def test_a_dead_or_hung_process_ends_the_other_with_a_message(self):
+    # Two jobs side by side: in one a process dies, in the other one hangs (their waits overlap).
+    with tempfile.TemporaryDirectory() as dead, tempfile.TemporaryDirectory() as hung:
       # The step watchdog fires before jax.distributed's heartbeat: a collective that does not
       # fail at once (seen under load) is then ended by the watchdog's sentence, not by the
       # heartbeat's fatal log (which would end it with JAX's own stack dump instead).
-      # Killed once both train (a logged step): not while they compile, when JAX's coordination
-      # service, not a failed collective, is what notices.
-      processes = self._training_two_processes(workdir, step_timeout_s=20,
-                                               heartbeat_timeout_s=60)
-      processes[1].kill()
-      killed_at = time.monotonic()
-      _, stderr = processes[0].communicate(timeout=120)
-      self.assertNotEqual(processes[0].returncode, 0)
-      self.assertLess(time.monotonic() - killed_at, 90)
-      self.assertRegex(stderr, r"error: (process 0 of 2: a collective with the other processes "
-                               r"failed \(.*\)|no training step finished in 20 s); another "
-                               r"(process|of the 2 processes) has probably died")
-      processes[1].communicate()
-
-  def test_a_hung_process_trips_the_others_watchdog(self):
-    with tempfile.TemporaryDirectory() as workdir:
+      dying = self._training_two_processes(dead, step_timeout_s=20, heartbeat_timeout_s=60)
       # The heartbeat outlasts the step timeout: the watchdog, not jax.distributed, must notice.
-      processes = self._training_two_processes(workdir, step_timeout_s=10,
-                                               heartbeat_timeout_s=300)
-      processes[1].send_signal(signal.SIGSTOP)  # hung, not dead: its sockets stay open.
+      hanging = self._training_two_processes(hung, step_timeout_s=10, heartbeat_timeout_s=300)
+      # Each is stopped once both its processes train (a logged step): not while they compile,
+      # when JAX's coordination service, not a failed collective, is what notices.
+      self._wait_until_trained(dead, dying)
+      dying[1].kill()
+      killed_at = time.monotonic()
+      dying_end = ended(dying[0])
+      self._wait_until_trained(hung, hanging)
+      hanging[1].send_signal(signal.SIGSTOP)  # hung, not dead: its sockets stay open.
       stopped_at = time.monotonic()
       try:
-        _, stderr = processes[0].communicate(timeout=120)
-        waited = time.monotonic() - stopped_at
+        hung_stderr, hung_at = ended(hanging[0]).result(timeout=120)
       finally:
-        processes[1].kill()
-        processes[1].communicate()
-      self.assertEqual(processes[0].returncode, 1)
-      self.assertBetween(waited, 5, 10 + 15)  # about the timeout (since the last step), plus a
-      # check period and the exit.
-      self.assertIn("error: no training step finished in 10 s; another of the 2 processes has "
-                    "probably died or hung (this is process 0).", stderr)
+        hanging[1].kill()
+        hanging[1].communicate()
+      dead_stderr, dead_at = dying_end.result(timeout=120)
+      dying[1].communicate()
+    self.assertNotEqual(dying[0].returncode, 0)
+    self.assertLess(dead_at - killed_at, 90)
+    self.assertRegex(dead_stderr, r"error: (process 0 of 2: a collective with the other "
+                                  r"processes failed \(.*\)|no training step finished in 20 s); "
+                                  r"another (process|of the 2 processes) has probably died")
+    self.assertEqual(hanging[0].returncode, 1)
+    # About the timeout (since the last step), plus a check period and the exit.
+    self.assertBetween(hung_at - stopped_at, 5, 10 + 15)
+    self.assertIn("error: no training step finished in 10 s; another of the 2 processes has "
+                  "probably died or hung (this is process 0).", hung_stderr)
 
 
 def slurm_port() -> int:

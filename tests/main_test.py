@@ -68,12 +68,13 @@ class BadInputTest(parameterized.TestCase):
 
 class RunTest(absltest.TestCase):
 
-  def test_hybrid4_simulates_its_devices_writes_metrics_and_a_profile(self):
-    with tempfile.TemporaryDirectory() as workdir, tempfile.TemporaryDirectory() as bin_dir:
+  def test_hybrid4_simulates_its_devices_writes_metrics_and_a_profile_to_its_default_workdir(self):
+    with tempfile.TemporaryDirectory() as cwd, tempfile.TemporaryDirectory() as bin_dir:
       gpu = "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-0)"
-      result = run_main("--config=configs/hybrid4.py", *TINY, "--config.num_train_steps=4",
-                        "--config.log_every_steps=2", "--config.profile_steps=2",
-                        f"--workdir={workdir}",
+      # No --workdir: the run goes to runs/<the config file's name> under the working directory.
+      result = run_main(f"--config={ROOT}/configs/hybrid4.py", *TINY,
+                        "--config.num_train_steps=4", "--config.log_every_steps=2",
+                        "--config.profile_steps=2", cwd=cwd,
                         # JAX_PLATFORMS unset, as a user has it (the suite sets it to cpu).
                         env={"PATH": nvidia_smi_listing(bin_dir, gpu), "JAX_PLATFORMS": ""})
       self.assertEqual(result.returncode, 0, result.stderr[-3000:])
@@ -89,6 +90,7 @@ class RunTest(absltest.TestCase):
       # With no TPU attached JAX was kept from opening libtpu (installed with the test requirements),
       # whose complaints would start with this.
       self.assertNotIn("could not determine TPU", result.stderr)
+      workdir = os.path.join(cwd, "runs", "hybrid4")
       with open(os.path.join(workdir, "metrics.jsonl")) as f:
         rows = [json.loads(line) for line in f]
       traces = glob.glob(os.path.join(workdir, "profile/plugins/profile/*/*.trace.json.gz"))
@@ -101,13 +103,6 @@ class RunTest(absltest.TestCase):
     runs = [e for e in events if e.get("name") == "CommonPjRtLoadedExecutable::Execute "
             "(jit_train_step)"]
     self.assertLen(runs, 2)
-
-  def test_default_workdir_is_named_after_the_config(self):
-    with tempfile.TemporaryDirectory() as cwd:
-      result = run_main(f"--config={ROOT}/configs/single.py", *TINY,
-                        "--config.num_train_steps=1", cwd=cwd)
-      self.assertEqual(result.returncode, 0, result.stderr[-3000:])
-      self.assertTrue(os.path.exists(os.path.join(cwd, "runs", "single", "metrics.jsonl")))
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 tfrecord files (a prepared `mnist` written by tfds's own DummyMnist builder) where the split
 arithmetic and corrupt records must be real."""
 
+import functools
 import math
 import os
 import tempfile
@@ -26,8 +27,13 @@ MOCK_EXAMPLES = 24  # per split (mock_data ignores split slicing: every shard ho
 _tmp = tfds_testing.TMP
 
 
+@functools.lru_cache(maxsize=None)
 def mocked(name, examples=MOCK_EXAMPLES, **overrides):
-  """A source for `name` under mock_data (the context stays open only while it is built)."""
+  """A source for `name` under mock_data (the context stays open only while it is built).
+
+  Built once per set of arguments and shared by the tests: a source keeps no reading state (each
+  `train_batches` or `eval_batches` call starts its own streams), and building one — the mocked
+  builder, every shard's records decoded and counted — is most of a test's time."""
   config = testing.tiny_config(dataset=name, data_dir=os.path.join(_tmp, "empty"),
                                input_shards=4, **overrides)
   with tfds.testing.mock_data(num_examples=examples):
