@@ -1,6 +1,6 @@
 r"""Large-batch training on digits: 8× the reference batch with the linear rule and gradual warmup.
 
-The base recipe of benchmarks/large_batch.py, which sweeps the global batch (32 → 1024) and the
+The base recipe of benchmarks/papers/large_batch.py, which sweeps the global batch (32 → 1024) and the
 rule (none / linear / linear + warmup / LARS) around it at equal epochs. The model is AlexNet-BN
 at tiny width (the LARS paper's model; batch statistics per worker), so that the sweep's 24 runs
 take minutes on a CPU.
@@ -9,7 +9,7 @@ take minutes on a CPU.
   python main.py --config=configs/large_batch.py --config.optimizer=lars \
       --config.base_learning_rate=0.25   # LARS's η at batch 32
 
-η = 0.25 is the best LARS rate of benchmarks/large_batch.py's grid (docs/large_batch.md: 98.89%
+η = 0.25 is the best LARS rate of benchmarks/papers/large_batch.py's grid (docs/large_batch.md: 98.89%
 for alexnet_bn at batch 256 over 15 epochs); η = 2.0 failed there (10.28% for alexnet).
 """
 

@@ -1,7 +1,7 @@
 r"""The full 2012 AlexNet (LRN, no batch norm) at 8× the reference batch with LARS and warmup.
 
 You, Gitman & Ginsburg (2017): linear scaling + warmup does not carry AlexNet without batch norm
-to large batches; LARS does. This is benchmarks/large_batch.py's LARS cell at batch 256 = 8 × 32
+to large batches; LARS does. This is benchmarks/papers/large_batch.py's LARS cell at batch 256 = 8 × 32
 on digits at 64², one device, 15 epochs (75 steps): LARS's rate η = 0.25 per 32 images, scaled
 linearly to 2.0 at 256 and reached by a 3-epoch gradual warmup, trust coefficient 0.001, then
 cosine decay; momentum 0.9, weight decay 5e-4.

@@ -103,8 +103,8 @@ def overlapping_max_pool(x_BHWC: jax.Array) -> jax.Array:
   The same values and gradient as `nn.max_pool(x, (3, 3), strides=(2, 2))` (each window's
   gradient goes to its first maximum in row-major order), with the gradient written for the CPU:
   XLA:CPU turns reduce_window's gradient into an arg-max reduce-window and a scatter that run on
-  one core, many times slower than the elementwise form here (benchmarks/max_pool.py; figures in
-  docs/performance.md). The forward pass records each window's arg-max as an int8, so the
+  one core, many times slower than the elementwise form here (benchmarks/speed/layer_choices.py;
+  figures in docs/performance.md). The forward pass records each window's arg-max as an int8, so the
   backward pass needs neither the input nor any comparison of recomputed floats.
   """
   return _pool_with_argmax(x_BHWC)[0]

@@ -1,4 +1,4 @@
-"""benchmarks/accelerator.py's dry run on the CPU: every section runs and reports, so that the
+"""benchmarks/speed/accelerator.py's dry run on the CPU: every section runs and reports, so that the
 one command meant for a freshly lent GPU does not rot between GPUs."""
 
 import json
@@ -22,7 +22,7 @@ class DryRunTest(absltest.TestCase):
     super().setUpClass()
     cls.out = tempfile.mkdtemp()
     result = subprocess.run(
-        [sys.executable, "-m", "benchmarks.accelerator", "--dry_run", f"--out={cls.out}",
+        [sys.executable, "-m", "benchmarks.speed.accelerator", "--dry_run", f"--out={cls.out}",
          f"--sections={','.join(SECTIONS)}"], cwd=ROOT, capture_output=True, text=True,
         timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -77,10 +77,10 @@ class DryRunTest(absltest.TestCase):
       self.assertNotEmpty(result["comparison"])
 
   def test_tracebacks_lose_the_machines_paths(self):
-    from benchmarks import tables  # accelerator's flags would clash with main's (one process).
+    import benchmarks  # the package's toolkit defines no flags.
     report = {"error": f'File "{ROOT}/train.py", line 3\n  File "/usr/lib/python3/site-packages/'
                        f'jax/_src/api.py", line 9', "rows": [{"seconds": 1.0}]}
-    self.assertEqual(tables.without_machine_paths(report),
+    self.assertEqual(benchmarks.without_machine_paths(report),
                      {"error": 'File "train.py", line 3\n  File "site-packages/jax/_src/api.py",'
                                ' line 9', "rows": [{"seconds": 1.0}]})
 

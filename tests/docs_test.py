@@ -1,6 +1,8 @@
 """The docs as a newcomer meets them: a short README linking every page, tables equal to the JSON
-they were rendered from, and every benchmark runnable as `python -m benchmarks.NAME`."""
+they were rendered from, and every benchmark runnable as `python -m benchmarks.GROUP.NAME` and
+named in benchmarks/README.md's map."""
 
+import ast
 import json
 import os
 import re
@@ -10,19 +12,27 @@ import tempfile
 
 from absl.testing import absltest
 
-from benchmarks import tables
+from benchmarks import docs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def _runnable(name: str) -> bool:
-  with open(os.path.join(ROOT, "benchmarks", name)) as f:
-    return 'if __name__ == "__main__":' in f.read()
+def benchmark_modules() -> dict[str, str]:
+  """Every module of benchmarks/ (dotted below it: "speed.throughput") → its source."""
+  modules = {}
+  for directory, _, files in os.walk(os.path.join(ROOT, "benchmarks")):
+    for name in files:
+      if name.endswith(".py") and name != "__init__.py":
+        path = os.path.join(directory, name)
+        dotted = os.path.relpath(path, os.path.join(ROOT, "benchmarks"))[:-3].replace(os.sep, ".")
+        with open(path) as f:
+          modules[dotted] = f.read()
+  return modules
 
 
-# The modules of benchmarks/ that run (the others are shared helpers).
-BENCHMARKS = sorted(f[:-3] for f in os.listdir(os.path.join(ROOT, "benchmarks"))
-                    if f.endswith(".py") and _runnable(f))
+# The modules of benchmarks/ that run (the others are shared helpers and tables).
+BENCHMARKS = sorted(name for name, source in benchmark_modules().items()
+                    if 'if __name__ == "__main__":' in source)
 
 
 # Placeholders the docs write in commands, and what stands in for them when a command is checked.
@@ -42,8 +52,8 @@ def commands_in(text: str):
   lines += [span.replace("\n", " ") for span in re.findall(r"`([^`]+)`", outside_blocks)]
   for line in lines:
     line = line.split(" #")[0]
-    for found in re.finditer(r"python (?:-m (benchmarks\.\w+|input_pipeline\.prepare)|(main\.py))"
-                             r"((?:\s+--\S+)*)", line):
+    for found in re.finditer(r"python (?:-m (benchmarks(?:\.\w+)+|input_pipeline\.prepare)|"
+                             r"(main\.py))((?:\s+--\S+)*)", line):
       program, argv = found.group(1) or found.group(2), found.group(3).split()
       if "NAME" in program or any("NAME" in arg for arg in argv):
         continue
@@ -53,7 +63,7 @@ def commands_in(text: str):
 
 def documented_commands():
   """(page, program, argv) for every command in README.md and docs/*.md."""
-  for page in tables.pages(ROOT):
+  for page in docs.pages(ROOT):
     with open(page) as f:
       for program, argv in commands_in(f.read()):
         yield os.path.relpath(page, ROOT), program, argv
@@ -77,7 +87,7 @@ print("usage:", module.__doc__, flags.FLAGS.module_help(module.__name__))
 class ReadmeTest(absltest.TestCase):
 
   def test_no_page_or_json_holds_a_path_of_the_machine_it_was_made_on(self):
-    # Benchmarks write tracebacks into their JSON (benchmarks/accelerator.py strips them).
+    # Benchmarks write tracebacks into their JSON (benchmarks/speed/accelerator.py strips them).
     docs = os.path.join(ROOT, "docs")
     for name in ["README.md"] + [os.path.join("docs", f) for f in os.listdir(docs)
                                  if f.endswith((".md", ".json", ".csv"))]:
@@ -95,7 +105,7 @@ class ReadmeTest(absltest.TestCase):
     self.assertEqual(linked, pages)
 
   def test_every_linked_file_exists(self):
-    for page in tables.pages(ROOT):
+    for page in docs.pages(ROOT):
       with open(page) as f:
         text = f.read()
       for target in re.findall(r"\]\(([^)#\s]+)\)", text):
@@ -107,15 +117,15 @@ class ReadmeTest(absltest.TestCase):
 class TablesTest(absltest.TestCase):
 
   def test_every_table_block_equals_its_json(self):
-    self.assertEqual(tables.update_docs(ROOT, check=True), [])
+    self.assertEqual(docs.update_docs(ROOT, check=True), [])
 
   def test_every_measured_table_is_included_somewhere(self):
     included = set()
-    for page in tables.pages(ROOT):
+    for page in docs.pages(ROOT):
       with open(page) as f:
         included |= set(re.findall(r"<!-- table: ([\w-]+) -->", f.read()))
-    self.assertContainsSubset(included, set(tables.SOURCES))
-    self.assertEqual(included, {name for name in tables.SOURCES if tables.measured(name)})
+    self.assertContainsSubset(included, set(docs.SOURCES))
+    self.assertEqual(included, {name for name in docs.SOURCES if docs.measured(name)})
 
   def test_the_large_batch_summary_takes_each_rules_best(self):
     cell = lambda batch, rule, top1, **kw: dict(part="sweep", model="m", global_batch=batch,
@@ -123,17 +133,18 @@ class TablesTest(absltest.TestCase):
     results = [cell(32, "none", 0.9), cell(256, "none", 0.5), cell(256, "lars", 0.2),
                cell(256, "lars", 0.7), cell(512, "none", 0.3), cell(512, "lars", 0.4),
                dict(cell(256, "none", 0.99), part="grid")]  # not the sweep's.
-    self.assertEqual(tables.large_batch_summary(results).splitlines(), [
+    summary, _ = docs.SOURCES["large_batch_summary"]
+    self.assertEqual(summary(results).splitlines(), [
         "| model | batch 32, none | 256, none | 256, lars | 512, best rule |",
         "|---|---|---|---|---|", "| m | 90.00% | 50.00% | 70.00% | lars 40.00% |"])
 
   def test_a_stale_block_is_found_and_rewritten(self):
     text = "before\n<!-- table: max_pool -->\n| made up |\n<!-- end table -->\nafter\n"
-    fresh = tables.refresh(text)
+    fresh = docs.refresh(text)
     self.assertNotEqual(fresh, text)
-    self.assertIn(tables.render("max_pool"), fresh)
+    self.assertIn(docs.render("max_pool"), fresh)
     self.assertTrue(fresh.startswith("before\n") and fresh.endswith("after\n"))
-    self.assertEqual(tables.refresh(fresh), fresh)
+    self.assertEqual(docs.refresh(fresh), fresh)
 
 
 class BenchmarksTest(absltest.TestCase):
@@ -157,6 +168,35 @@ class BenchmarksTest(absltest.TestCase):
       usage = output.split("usage:", 1)[-1]
       self.assertIn(f"python -m benchmarks.{name}", usage, name)  # its docstring's usage,
       self.assertIn("--", usage.split(f"python -m benchmarks.{name}", 1)[-1], name)  # its flags.
+
+  def test_the_map_names_every_module_and_no_module_is_a_hub(self):
+    with open(os.path.join(ROOT, "benchmarks", "README.md")) as f:
+      readme = f.read()
+    modules = benchmark_modules()
+    for name in modules:
+      group, _, module = name.rpartition(".")
+      named = re.search(rf"`{module}\.py`" if not group else
+                        rf"`{group}/`[^\n]*(\n  [^\n]*)*`{module}\.py`", readme)
+      self.assertTrue(named, f"benchmarks/README.md's map does not name {name}")
+    # Who imports each module of benchmarks/ (the package's own namespace, what every study
+    # shares, aside): at most five others, so that no change to one ripples through all.
+    importers = {name: set() for name in modules}
+    for directory, _, files in os.walk(ROOT):
+      if os.sep + "." in directory:  # virtual environments, .git
+        continue
+      for file in (f for f in files if f.endswith(".py")):
+        path = os.path.join(directory, file)
+        with open(path) as f:
+          tree = ast.parse(f.read())
+        for node in ast.walk(tree):
+          names = ([f"{node.module}.{a.name}" for a in node.names] + [node.module]
+                   if isinstance(node, ast.ImportFrom) and node.module else
+                   [a.name for a in node.names] if isinstance(node, ast.Import) else [])
+          for imported in names:
+            if imported.startswith("benchmarks.") and imported[11:] in importers:
+              importers[imported[11:]].add(path)
+    hubs = {name: len(paths) for name, paths in importers.items() if len(paths) > 5}
+    self.assertEqual(hubs, {})
 
   def test_every_main_command_in_the_docs_describes_a_run(self):
     # --dry_run checks every flag and config field and resolves the run, touching nothing.
@@ -185,19 +225,21 @@ class BenchmarksTest(absltest.TestCase):
     self.assertIn(f"accepted {len(commands)}", run.stdout)
 
   def test_commands_are_read_from_spans_blocks_and_continued_lines(self):
-    text = ("Run `python -m benchmarks.comm_volume --all\n  --paper_sizes` (or not).\n"
+    text = ("Run `python -m benchmarks.communication.comm_volume --all\n  --paper_sizes` (or "
+            "not).\n"
             "```bash\n# on each host\npython main.py --config=configs/hybrid4.py \\\n"
             "    --num_processes=N --process_id=I  # the coordinator\n```\n"
             "`python -m benchmarks.NAME` runs each.\n")
     self.assertEqual(list(commands_in(text)), [
         ("main.py", ["--config=configs/hybrid4.py", "--num_processes=2", "--process_id=0"]),
-        ("benchmarks.comm_volume", ["--all", "--paper_sizes"])])
+        ("benchmarks.communication.comm_volume", ["--all", "--paper_sizes"])])
 
   def test_large_batch_refuses_bad_settings_before_training(self):
     with tempfile.TemporaryDirectory() as out:
       result = subprocess.run(
-          [sys.executable, "-m", "benchmarks.large_batch", f"--out={out}", "--models=alexnet",
-           "--batches=64", "--rules=lars", "--epochs=15", "--warmup_epochs=20"],
+          [sys.executable, "-m", "benchmarks.papers.large_batch", f"--out={out}",
+           "--models=alexnet", "--batches=64", "--rules=lars", "--epochs=15",
+           "--warmup_epochs=20"],
           cwd=ROOT, capture_output=True, text=True, timeout=300)
       self.assertEqual(result.returncode, 1, result.stderr[-2000:])
       self.assertEqual(result.stderr.strip(), "error: warmup_epochs 20.0 is longer than the "
@@ -210,7 +252,7 @@ class BenchmarksTest(absltest.TestCase):
     # the benchmark's flags must be parsed to make its cells.
     code = ("from absl import flags\n"
             "import experiment\n"
-            "from benchmarks import large_batch\n"
+            "from benchmarks.papers import large_batch\n"
             "flags.FLAGS(['large_batch'])\n"
             "for grid, quick in ((False, False), (True, False), (False, True)):\n"
             "  for _, model, batch, rule, settings in large_batch.cells(grid=grid, quick=quick):\n"

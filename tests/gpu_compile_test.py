@@ -8,7 +8,8 @@ from absl.testing import absltest
 
 import experiment
 from hybrid_parallel import models
-from hybrid_parallel.analysis import costmodel, gpu_topologies, hlo_stats
+from benchmarks.speed import gpu_topologies
+from hybrid_parallel.analysis import costmodel, hlo_stats
 from tests import step_test, testing
 
 BATCH = step_test.GLOBAL_BATCH

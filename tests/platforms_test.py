@@ -40,7 +40,8 @@ class PlatformsTest(absltest.TestCase):
 
   @WITHOUT_ACCELERATOR_WITH_LIBTPU
   def test_a_benchmark_on_a_machine_without_a_tpu_is_quiet(self):
-    result = run(["-m", "benchmarks.comm_volume", "--config=configs/single.py"], env={})
+    result = run(["-m", "benchmarks.communication.comm_volume", "--config=configs/single.py"],
+                 env={})
     self.assertEqual(result.returncode, 0, result.stderr[-3000:])
     for complaint in LIBTPU_COMPLAINTS:
       self.assertNotIn(complaint, result.stderr)

@@ -9,7 +9,8 @@ from absl.testing import absltest
 
 import experiment
 from hybrid_parallel import models
-from hybrid_parallel.analysis import costmodel, hlo_stats, tpu_topologies
+from benchmarks.speed import tpu_topologies
+from hybrid_parallel.analysis import costmodel, hlo_stats
 from tests import step_test, testing
 
 BATCH = step_test.GLOBAL_BATCH

@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 from absl.testing import absltest
 
-from hybrid_parallel.analysis import trace_stats
+from benchmarks.speed import trace_stats
 
 DOCS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs")
 

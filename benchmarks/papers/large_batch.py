@@ -1,9 +1,9 @@
 r"""Accuracy vs global batch for each large-batch rule and model, at equal epochs (You et al.'s and
 Goyal et al.'s question on the real AlexNet).
 
-  python -m benchmarks.large_batch                       # the sweep (hours on a 2-core CPU)
-  python -m benchmarks.large_batch --grid                # the tuning grid at 8× the reference
-  python -m benchmarks.large_batch --quick               # minutes: a smoke run, not a result
+  python -m benchmarks.papers.large_batch                       # the sweep (hours on a 2-core CPU)
+  python -m benchmarks.papers.large_batch --grid                # the tuning grid at 8× the reference
+  python -m benchmarks.papers.large_batch --quick               # minutes: a smoke run, not a result
 
 Every cell trains one model on digits at 64² on one device for --epochs epochs (equal for every
 batch) from the same base: reference batch 32 at η = --base_lr (Krizhevsky's 0.01), momentum 0.9,
@@ -44,10 +44,11 @@ import time
 
 from absl import app, flags, logging
 
-from benchmarks import tables
+import benchmarks
+from benchmarks.papers import tables
 from hybrid_parallel import platforms
 
-_OUT = flags.DEFINE_string("out", tables.DOCS, "Output directory.")
+_OUT = flags.DEFINE_string("out", benchmarks.DOCS, "Output directory.")
 _MODELS = flags.DEFINE_list("models", ["alexnet", "alexnet_owt", "alexnet_bn"], "Models.")
 _BATCHES = flags.DEFINE_list("batches", ["32", "64", "128", "256", "512", "1024"],
                              "Global batch sizes.")
@@ -154,7 +155,7 @@ def write_outputs(results, out: str) -> None:
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt
 
-  tables.publish(results, os.path.join(out, "large_batch.json"))
+  benchmarks.publish(results, os.path.join(out, "large_batch.json"))
   columns = ["model", "rule", "global_batch", "steps", "peak_lr", "epochs", "warmup_epochs",
              "lars_lr", "lars_trust", "eval_top1", "eval_loss", "diverged_at_step", "seconds"]
   with open(os.path.join(out, "large_batch.csv"), "w", newline="") as f:

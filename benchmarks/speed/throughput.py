@@ -1,7 +1,7 @@
 r"""Training throughput of one config: images/s, step time, MFU and bytes moved, as JSON.
 
-  python -m benchmarks.throughput --config=configs/hybrid4.py [--config.backend=gspmd]
-  python -m benchmarks.throughput --all          # Table-1 configs + owt8, every backend
+  python -m benchmarks.speed.throughput --config=configs/hybrid4.py [--config.backend=gspmd]
+  python -m benchmarks.speed.throughput --all          # Table-1 configs + owt8, every backend
 
 Synthetic data (random images and labels at the config's image size; `--num_classes`), a warm-up
 of `--warmup` steps after the compile, then `--steps` timed steps, each waited for. Prints one JSON
@@ -31,14 +31,16 @@ from absl import app, flags
 from ml_collections import config_flags
 
 import configs
-from benchmarks import config_or_all, step_timing, tables
+import benchmarks
+from benchmarks.common import config_or_all, step_timing
+from benchmarks.speed import tables
 from hybrid_parallel import platforms
 
 _CONFIG, _ALL = config_or_all.define_flags(all_help="Table-1 configs and owt8 under every backend.")
 _STEPS = flags.DEFINE_integer("steps", 10, "Timed steps.")
 _WARMUP = flags.DEFINE_integer("warmup", 2, "Untimed steps after the compile.")
 _CLASSES = flags.DEFINE_integer("num_classes", 10, "Classifier width.")
-_OUT = flags.DEFINE_string("out", tables.DOCS, "Where --all writes throughput.{json,png}.")
+_OUT = flags.DEFINE_string("out", benchmarks.DOCS, "Where --all writes throughput.{json,png}.")
 
 
 def measure(config, cpu_flops: float | None) -> dict:
@@ -121,7 +123,7 @@ def main(argv):
       print(json.dumps(result), flush=True)
       rows.append(result)
   print(tables.throughput(rows))
-  tables.publish(rows, os.path.join(_OUT.value, "throughput.json"))
+  benchmarks.publish(rows, os.path.join(_OUT.value, "throughput.json"))
   _plot(rows, os.path.join(_OUT.value, "throughput.png"))
 
 

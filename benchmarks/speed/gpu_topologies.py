@@ -1,5 +1,5 @@
 """NVIDIA GPU nodes to compile for without a GPU (the CUDA plugin's compile-only devices, as
-MaxText's train_compile.py uses them), with the figures benchmarks/gpu_compile.py's predictions
+MaxText's train_compile.py uses them), with the figures benchmarks/speed/gpu_compile.py's predictions
 divide by.
 
 `jax.experimental.topologies.get_topology_desc("", platform="cuda", target_config=TEXT,

@@ -1,7 +1,7 @@
 r"""Every scheme compiled for TPU topologies on this machine (no TPU needed), as JSON rows.
 
   pip install -r requirements-test.txt     # with libtpu: compiles for TPUs without one
-  python -m benchmarks.tpu_compile [--topologies=v2:2x2,v5e:2x4] [--configs=hybrid4,owt8]
+  python -m benchmarks.speed.tpu_compile [--topologies=v2:2x2,v5e:2x4] [--configs=hybrid4,owt8]
                                    [--dtypes=bfloat16,float32] [--out=docs]
 
 For each topology (jax.experimental.topologies: compile-only devices, as MaxText's
@@ -17,8 +17,8 @@ bandwidth (v4, v5e, v6e) and collective bytes ÷ one-way ICI bandwidth (v5e, v6e
 floor (each row says which). Nothing here is measured on a TPU. Rows are merged into
 --out/tpu.json by (topology, config, dtype), so a run may add to it.
 
-  python -m benchmarks.tpu_compile --choices --topologies=v2:2x2
-  python -m benchmarks.tpu_compile --largest_batch
+  python -m benchmarks.speed.tpu_compile --choices --topologies=v2:2x2
+  python -m benchmarks.speed.tpu_compile --largest_batch
 
 --choices: each per-platform model choice (layers.MAX_POOLS, STEM_CONVS, GROUPED_CONVS) compiled
 in the 1×1 `single` step, bfloat16, batch 256, and its estimated step time — what the "tpu"
@@ -35,17 +35,18 @@ import time
 
 from absl import app, flags
 
-from benchmarks import compile_only, tables
-from benchmarks.compile_only import CONFIGS
+import benchmarks
+from benchmarks.common import compile_only
+from benchmarks.common.compile_only import CONFIGS
 from hybrid_parallel import platforms
-from hybrid_parallel.analysis.tpu_topologies import TOPOLOGIES, topology_devices
+from benchmarks.speed.tpu_topologies import TOPOLOGIES, topology_devices
 
 
 _TOPOLOGIES = flags.DEFINE_list("topologies", list(TOPOLOGIES), "TPU topologies to compile for.")
 _CONFIGS = flags.DEFINE_list("configs", list(CONFIGS), "Configs (NAME, or owt8:b / owt8:c for "
                              "Krizhevsky's FC passes).")
 _DTYPES = flags.DEFINE_list("dtypes", ["bfloat16", "float32"], "Compute dtypes.")
-_OUT = flags.DEFINE_string("out", tables.DOCS, "Where tpu.json goes (rows merged into it).")
+_OUT = flags.DEFINE_string("out", benchmarks.DOCS, "Where tpu.json goes (rows merged into it).")
 _CHOICES = flags.DEFINE_bool("choices", False, "Estimate each per-platform model choice instead.")
 _LARGEST = flags.DEFINE_bool("largest_batch", False, "Find the largest batch that fits instead.")
 flags.register_validator("topologies", lambda names: set(names) <= set(TOPOLOGIES),
@@ -149,8 +150,8 @@ def main(argv):
   platforms.start()  # before anything queries the devices.
   if _CHOICES.value or _LARGEST.value:
     path = os.path.join(_OUT.value, "tpu_choices.json")
-    result = tables.load_if_present(path, default={}) or {}
-    known = tables.load_if_present(os.path.join(_OUT.value, "tpu.json"))
+    result = benchmarks.load_if_present(path, default={}) or {}
+    known = benchmarks.load_if_present(os.path.join(_OUT.value, "tpu.json"))
     for topology in _TOPOLOGIES.value:
       devices = topology_devices(topology)
       if _CHOICES.value:
@@ -160,11 +161,11 @@ def main(argv):
         result["largest_batch"] = _replace_topology(
             result.get("largest_batch", []), topology,
             largest_batches(topology, devices, known=known))
-      tables.publish(result, path)  # after every topology: a long run keeps what it compiled.
+      benchmarks.publish(result, path)  # after every topology: a long run keeps what it compiled.
     return
   path = os.path.join(_OUT.value, "tpu.json")
   chosen = {(t, c, d) for t in _TOPOLOGIES.value for c in _CONFIGS.value for d in _DTYPES.value}
-  rows = [r for r in tables.load_if_present(path)
+  rows = [r for r in benchmarks.load_if_present(path)
           if (r["topology"], r["config"], r["dtype"]) not in chosen]
   for topology in _TOPOLOGIES.value:
     devices = topology_devices(topology)
@@ -174,7 +175,7 @@ def main(argv):
         print(json.dumps(rows[-1]), flush=True)
         rows.sort(key=lambda r: (list(TOPOLOGIES).index(r["topology"]),
                                  CONFIGS.index(r["config"]), r["dtype"]))
-        tables.publish(rows, path)  # after every row: a long run keeps what it compiled.
+        benchmarks.publish(rows, path)  # after every row: a long run keeps what it compiled.
 
 
 if __name__ == "__main__":

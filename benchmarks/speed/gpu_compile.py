@@ -1,12 +1,12 @@
 r"""Every scheme compiled for 8-GPU NVIDIA nodes on this machine (no GPU needed), as JSON rows.
 
   pip install -r requirements-cuda13.txt     # JAX's CUDA plugin compiles for GPUs without one
-  python -m benchmarks.gpu_compile [--gpus=h100,h200] [--topologies=1x1x8,1x2x8]
+  python -m benchmarks.speed.gpu_compile [--gpus=h100,h200] [--topologies=1x1x8,1x2x8]
                                    [--configs=hybrid4,owt8] [--dtypes=bfloat16,float32]
-  python -m benchmarks.gpu_compile --largest_batch
-  python -m benchmarks.gpu_compile --dry_run  # alexnet_tiny at 64² on one H100 node: prints rows
+  python -m benchmarks.speed.gpu_compile --largest_batch
+  python -m benchmarks.speed.gpu_compile --dry_run  # alexnet_tiny at 64² on one H100 node: prints rows
 
-For each GPU (analysis/gpu_topologies.py: H100 and H200 SXM, described from their datasheets),
+For each GPU (benchmarks/speed/gpu_topologies.py: H100 and H200 SXM, described from their datasheets),
 topology, config and compute dtype, builds the config's real train step on the topology's
 compile-only devices (experiment.lower_train_step, the step train.py runs) at the papers' sizes
 (224², 1000 classes) and reads the compiled XLA:GPU program back:
@@ -41,14 +41,15 @@ import time
 
 from absl import app, flags
 
-from benchmarks import compile_only, tables
-from benchmarks.compile_only import CONFIGS as COMPILED_CONFIGS
+import benchmarks
+from benchmarks.common import compile_only
+from benchmarks.common.compile_only import CONFIGS as COMPILED_CONFIGS
 from hybrid_parallel import platforms
-from hybrid_parallel.analysis import gpu_topologies
-from hybrid_parallel.analysis.gpu_topologies import GPUS, TOPOLOGIES
+from benchmarks.speed import gpu_topologies
+from benchmarks.speed.gpu_topologies import GPUS, TOPOLOGIES
 
 # docs/gpu.json's one-GPU rows (H200, JAX 0.11.2, 2026-11-23): the compute rate of the predictions.
-MEASURED = os.path.join(tables.DOCS, "gpu.json")
+MEASURED = os.path.join(benchmarks.DOCS, "gpu.json")
 # JAX takes this share of a GPU's memory for XLA unless XLA_PYTHON_CLIENT_MEM_FRACTION says more.
 JAX_MEMORY_FRACTION = 0.75
 # Krizhevsky 2014's 8 K20s (Table 1, as secondary sources quote it), speed-up over one GPU at
@@ -63,7 +64,7 @@ _TOPOLOGIES = flags.DEFINE_list("topologies", list(TOPOLOGIES),
 _CONFIGS = flags.DEFINE_list("configs", list(CONFIGS), "Configs (NAME, or owt8:b / owt8:c for "
                              "Krizhevsky's FC passes).")
 _DTYPES = flags.DEFINE_list("dtypes", ["bfloat16", "float32"], "Compute dtypes.")
-_OUT = flags.DEFINE_string("out", tables.DOCS, "Where gpu_compile.json goes (rows merged in).")
+_OUT = flags.DEFINE_string("out", benchmarks.DOCS, "Where gpu_compile.json goes (rows merged in).")
 _LARGEST = flags.DEFINE_bool("largest_batch", False, "Find the largest batch that fits instead.")
 _DRY_RUN = flags.DEFINE_bool("dry_run", False, "alexnet_tiny's hybrid 2×2 step at 64² on one H100 "
                              "node: print its row, write nothing.")
@@ -242,7 +243,7 @@ def main(argv):
     print(json.dumps(row))
     return
   path = os.path.join(_OUT.value, "gpu_compile.json")
-  result = tables.load_if_present(path, default={}) or {}
+  result = benchmarks.load_if_present(path, default={}) or {}
   if _LARGEST.value:
     result["largest_batch"] = [r for r in result.get("largest_batch", [])
                                if r["gpu"] not in _GPUS.value]
@@ -250,7 +251,7 @@ def main(argv):
       result["largest_batch"] += largest_batches(
           gpu, gpu_topologies.topology_devices(gpu, "1x1x8"), known=result.get("rows", []),
           measured=measured)
-      tables.publish(result, path)
+      benchmarks.publish(result, path)
     return
   chosen = {(g, t, c, d) for g in _GPUS.value for t in _TOPOLOGIES.value
             for c in _CONFIGS.value for d in _DTYPES.value}
@@ -268,7 +269,7 @@ def main(argv):
           print(json.dumps({k: v for k, v in rows[-1].items() if k != "async"}), flush=True)
           result.update(date=time.strftime("%Y-%m-%d"), rows=sorted(rows, key=order))
           result["ranking"] = ranking(result["rows"])
-          tables.publish(result, path)  # after every row: a long run keeps what it compiled.
+          benchmarks.publish(result, path)  # after every row: a long run keeps what it compiled.
 
 
 if __name__ == "__main__":

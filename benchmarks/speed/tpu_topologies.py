@@ -1,6 +1,6 @@
 """TPU topologies to compile for without a TPU (libtpu's compile-only devices, as MaxText's
 train_compile.py uses them), with what Google Cloud's TPU pages state for one device of each:
-the peak and bandwidths that benchmarks/tpu_compile.py's estimates divide by."""
+the peak and bandwidths that benchmarks/speed/tpu_compile.py's estimates divide by."""
 
 import dataclasses
 import os

@@ -1,7 +1,7 @@
 r"""A run killed again and again, restarted each time, must end exactly where an uninterrupted one
 ends: the soak test of checkpoints, resumption and the metrics record.
 
-  python -m benchmarks.soak [--kills=6] [--seed=0] [--steps=60]
+  python -m benchmarks.reliability.soak [--kills=6] [--seed=0] [--steps=60]
 
 Trains configs/hybrid4.py (2 × 2, alexnet_tiny) on digits for --steps steps, checkpointing every
 5. First uninterrupted; then in another workdir the same command is SIGKILLed --kills times, at
@@ -26,14 +26,14 @@ import time
 
 from absl import app, flags
 
-from benchmarks import tables
+import benchmarks
 from hybrid_parallel import platforms
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = benchmarks.ROOT
 _KILLS = flags.DEFINE_integer("kills", 6, "SIGKILLs before the SIGTERM and the SIGINT.")
 _SEED = flags.DEFINE_integer("seed", 0, "Draws the kill moments.")
 _STEPS = flags.DEFINE_integer("steps", 60, "Training steps of the run.")
-_OUT = flags.DEFINE_string("out", os.path.join(tables.DOCS, "soak.json"), "Where the JSON goes.")
+_OUT = flags.DEFINE_string("out", os.path.join(benchmarks.DOCS, "soak.json"), "Where the JSON goes.")
 ARGS = ["--config=configs/hybrid4.py", "--config.model=alexnet_tiny",
         "--config.global_batch_size=64", "--config.eval_every_steps=100000",
         "--config.checkpoint_every_steps=5", "--config.log_every_steps=1"]
@@ -155,7 +155,7 @@ def main(argv):
       "date": time.strftime("%Y-%m-%d"),
   }
   print(json.dumps(result))
-  tables.publish(result, _OUT.value)
+  benchmarks.publish(result, _OUT.value)
   if not (bitwise and result["metrics_each_step_once"] and result["tensorboard_each_step_once"]
           and len(readable) == len(kept)):
     raise SystemExit("error: the interrupted run did not end as the uninterrupted one.")

@@ -1,6 +1,6 @@
 r"""Yadan et al.'s Table 1 (plus owt8) on this machine: each config trained end to end by main.py.
 
-  python -m benchmarks.table1 [--configs=single,model2,...] [--out=docs/table1.json]
+  python -m benchmarks.papers.table1 [--configs=single,model2,...] [--out=docs/table1.json]
 
 For every config: wall-clock seconds of the whole `python main.py --config=configs/NAME.py` run
 (from scratch), its final test top-1 / top-5, its median training images/s, and the mesh. Prints
@@ -16,20 +16,22 @@ import os
 
 from absl import app, flags
 
-from benchmarks import main_runs, tables
+import benchmarks
+from benchmarks.common import main_runs
+from benchmarks.papers import tables
 
 ROOT = main_runs.ROOT
 _CONFIGS = flags.DEFINE_list("configs", ["single", "model2", "data2", "data4", "hybrid4", "owt8",
                                          "averaging4"], "Config names under configs/.")
 _WORKDIRS = flags.DEFINE_string("workdirs", os.path.join(ROOT, "runs", "table1"),
                                 "Where each config's workdir goes (emptied first).")
-_OUT = flags.DEFINE_string("out", os.path.join(tables.DOCS, "table1.json"), "The results' JSON.")
+_OUT = flags.DEFINE_string("out", os.path.join(benchmarks.DOCS, "table1.json"), "The results' JSON.")
 
 
 def main(argv):
   del argv
   # Rows of configs not run now are kept from --out: one config can be measured again alone.
-  previous = [r for r in tables.load_if_present(_OUT.value) if r["config"] not in _CONFIGS.value]
+  previous = [r for r in benchmarks.load_if_present(_OUT.value) if r["config"] not in _CONFIGS.value]
   results = []
   for name in _CONFIGS.value:
     results.append(main_runs.run_config(name, _WORKDIRS.value))
@@ -37,7 +39,7 @@ def main(argv):
   order = {name: i for i, name in enumerate(_CONFIGS.default)}
   results = sorted(previous + results, key=lambda r: order.get(r["config"], len(order)))
   print(tables.table1(results))
-  tables.publish(results, _OUT.value)
+  benchmarks.publish(results, _OUT.value)
 
 
 if __name__ == "__main__":

@@ -91,7 +91,7 @@ def make_step(batch: int, image_size: int, classes: int, *, device: str = "cpu",
 
 
 
-# The variants a GPU comparison times (benchmarks/accelerator.py): name -> make_step options.
+# The variants a GPU comparison times (benchmarks/speed/accelerator.py): name -> make_step options.
 GPU_VARIANTS = {
     "eager float32": {},
     "eager float32 channels_last": dict(channels_last=True),

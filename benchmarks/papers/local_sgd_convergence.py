@@ -1,6 +1,6 @@
 r"""Test accuracy vs step on digits for model averaging periods and A-SGD n_sync values.
 
-  python -m benchmarks.local_sgd_convergence [--out=docs] [--model=alexnet_tiny]
+  python -m benchmarks.papers.local_sgd_convergence [--out=docs] [--model=alexnet_tiny]
 
 Every run: 4 replicas (mesh 4 × 1), global batch 64 (16 per replica), the same data order and
 initialisation, `--epochs` epochs, test accuracy after every epoch. Runs:
@@ -20,10 +20,11 @@ import tempfile
 
 from absl import app, flags, logging
 
-from benchmarks import tables
+import benchmarks
+from benchmarks.papers import tables
 from hybrid_parallel import platforms
 
-_OUT = flags.DEFINE_string("out", tables.DOCS, "Output directory.")
+_OUT = flags.DEFINE_string("out", benchmarks.DOCS, "Output directory.")
 _MODEL = flags.DEFINE_string("model", "alexnet_tiny", "Model name.")
 _EPOCHS = flags.DEFINE_integer("epochs", 16, "Epochs per run.")
 _PERIODS = flags.DEFINE_list("periods", ["1", "4", "16"], "Averaging periods (sync_every).")
@@ -74,7 +75,7 @@ def main(argv):
     print(json.dumps({"run": label, "final_eval_top1": curve[-1][1]}), flush=True)
 
   print(tables.local_sgd_convergence(results))
-  tables.publish(results, os.path.join(_OUT.value, "local_sgd_convergence.json"))
+  benchmarks.publish(results, os.path.join(_OUT.value, "local_sgd_convergence.json"))
   fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
   for ax, family in zip(axes, ("averaging", "asgd")):
     for r in results:

@@ -1,8 +1,8 @@
 r"""Everything the project measures on an accelerator, in one process, as one JSON report.
 
-  python -m benchmarks.accelerator                   # on a GPU machine: the whole report
-  python -m benchmarks.accelerator --dry_run         # anywhere: tiny sizes, every code path
-  python -m benchmarks.accelerator --sections=pytorch,trainer --previous=runs/a/accelerator.json
+  python -m benchmarks.speed.accelerator                   # on a GPU machine: the whole report
+  python -m benchmarks.speed.accelerator --dry_run         # anywhere: tiny sizes, every code path
+  python -m benchmarks.speed.accelerator --sections=pytorch,trainer --previous=runs/a/accelerator.json
                                                      # a report made in several calls, merged
 
 docs/gpu.md is what it measured on an H200 (docs/gpu.json: the merged report).
@@ -21,7 +21,7 @@ it goes. Sections, in order of importance; each records its seconds and, if it f
                   channels_last, and the same under torch.compile; the same batches and
                   optimiser (SGD, momentum 0.9, weight decay 5e-4). Ours ÷ the best variant.
   profile         a jax.profiler trace of bfloat16 alexnet_owt at batch 512: the top operations
-                  by device time (analysis/trace_stats.py).
+                  by device time (benchmarks/speed/trace_stats.py).
   tuning          the same step changed one thing at a time, each against the baseline in the
                   same run (timed again last, for the spread): the other max-pool and stem-conv
                   implementations (layers.MAX_POOLS, layers.STEM_CONVS), no dropout and another
@@ -37,7 +37,7 @@ it goes. Sections, in order of importance; each records its seconds and, if it f
 
 FLOPs and MFU: the model's FLOPs (analysis/costmodel.py: 1 multiply-add = 2 FLOPs, training =
 3 × forward; 4.29 GFLOP per image for alexnet_owt at 224²) × images/s ÷ the stated dense peak
-of the compute dtype (benchmarks/step_timing.py: H100/H200 989 TFLOP/s bfloat16; float32 at the
+of the compute dtype (benchmarks/common/step_timing.py: H100/H200 989 TFLOP/s bfloat16; float32 at the
 495 TFLOP/s TF32 peak, since XLA's default precision runs float32 convolutions and matmuls in
 TF32 on these GPUs).
 
@@ -70,15 +70,17 @@ import traceback
 
 from absl import app, flags
 
-from benchmarks import accelerator_tables, main_runs, step_timing, tables, torch_alexnet
+import benchmarks
+from benchmarks.common import main_runs, step_timing, torch_alexnet
+from benchmarks.speed import accelerator_tables
 from hybrid_parallel import platforms
-from hybrid_parallel.analysis.gpu_topologies import GPUS
+from benchmarks.speed.gpu_topologies import GPUS
 
 # JAX would take 75% of the GPU's memory at its first use, leaving the PyTorch worker too little;
 # with this it takes what it uses (and the device's peak figure means something).
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = benchmarks.ROOT
 SECTIONS = ("environment", "single_device", "pytorch", "profile", "tuning", "mock_multi_gpu",
             "trainer", "notebook")
 
@@ -271,7 +273,7 @@ def compare_with_pytorch(report: dict, sizes: Sizes) -> None:
 
 def profile(sizes: Sizes) -> dict:
   import jax
-  from hybrid_parallel.analysis import trace_stats
+  from benchmarks.speed import trace_stats
   model, dtype, batch = sizes.goal
   step, *_ = step_timing.compile_step(_config(model, dtype, batch, sizes), sizes.classes)
   step_timing.time_steps(step, sizes.warmup)
@@ -342,7 +344,7 @@ def tuning(sizes: Sizes) -> list[dict]:
 # Bytes per second one GPU sends, for the predicted 8-GPU step: NVLink 4 (H100/H200 SXM: 900 GB/s
 # both directions, 450 each way; NCCL's measured ring bandwidth is lower, so this is a floor on
 # the time) and one 400 Gb/s NIC per GPU (hosts of one GPU each).
-# An H100/H200 node's links (analysis/gpu_topologies.py, where benchmarks/gpu_compile.py's
+# An H100/H200 node's links (benchmarks/speed/gpu_topologies.py, where benchmarks/speed/gpu_compile.py's
 # predictions take them from too).
 LINKS = {"nvlink": GPUS["h100"].nvlink_bus_bytes_per_s, "nic": GPUS["h100"].nic_bytes_per_s}
 
@@ -415,7 +417,7 @@ def mock_multi_gpu(sizes: Sizes, *, deadline: float) -> list[dict]:
 
 
 def trainer(sizes: Sizes, *, timeout_s: float) -> list[dict]:
-  """`python main.py` (benchmarks/main_runs.py, as every benchmark that trains) against the bare
+  """`python main.py` (benchmarks/common/main_runs.py, as every benchmark that trains) against the bare
   step at the same settings, in the same call: the 1×1 `single` scheme with the goal's model in
   bfloat16 on synthetic data, at each of `sizes.trainer_batches`."""
   model = sizes.goal[0]
@@ -486,7 +488,7 @@ def _worker(part: str, *, timeout_s: float, env: dict | None = None) -> tuple[li
   """
   with tempfile.TemporaryDirectory() as directory:
     rows_path = os.path.join(directory, "rows.jsonl")
-    command = [sys.executable, "-m", "benchmarks.accelerator", f"--worker={part}",
+    command = [sys.executable, "-m", "benchmarks.speed.accelerator", f"--worker={part}",
                f"--worker_rows={rows_path}"]
     if _DRY_RUN.value:
       command.append("--dry_run")
@@ -509,7 +511,7 @@ def _worker(part: str, *, timeout_s: float, env: dict | None = None) -> tuple[li
 
 def _write(report: dict) -> None:
   with open(os.path.join(_OUT.value, "accelerator.json"), "w") as f:
-    json.dump(tables.without_machine_paths(report), f, indent=1)
+    json.dump(benchmarks.without_machine_paths(report), f, indent=1)
 
 
 def main(argv):
@@ -556,7 +558,7 @@ def main(argv):
   report["seconds"] = round(time.perf_counter() - start, 1)
   compare_with_pytorch(report, sizes)
   _write(report)
-  markdown = accelerator_tables.report(tables.without_machine_paths(report))
+  markdown = accelerator_tables.report(benchmarks.without_machine_paths(report))
   with open(os.path.join(_OUT.value, "accelerator.md"), "w") as f:
     f.write(markdown)
   print(markdown)

@@ -1,7 +1,7 @@
 r"""Krizhevsky 2014's owt schemes on digits at equal epochs: (a) against (b) with an FC update per
 pass (the variable batch size), at owt8's rates and at Krizhevsky's per-layer rates.
 
-  python -m benchmarks.owt_variants [--runs=a,b_per_pass,b_variable]
+  python -m benchmarks.papers.owt_variants [--runs=a,b_per_pass,b_variable]
 
 Every run is `python main.py --config=configs/owt8.py` (2×4 mesh, 8 simulated devices, batch
 1024, 250 steps = 250 epochs of digits) from scratch, evaluated every --eval_every_steps steps:
@@ -23,7 +23,9 @@ import os
 
 from absl import app, flags
 
-from benchmarks import main_runs, tables
+import benchmarks
+from benchmarks.common import main_runs
+from benchmarks.papers import tables
 
 _PER_PASS = ("--config.owt_variant=b", "--config.fc_updates_per_step=4")
 
@@ -40,7 +42,7 @@ flags.register_validator("runs", lambda runs: set(runs) <= set(RUNS),
 _EVAL_EVERY = flags.DEFINE_integer("eval_every_steps", 10, "Evaluate every this many steps.")
 _WORKDIRS = flags.DEFINE_string("workdirs", os.path.join(main_runs.ROOT, "runs", "owt_variants"),
                                 "Where each run's workdir goes (emptied first).")
-_OUT = flags.DEFINE_string("out", tables.DOCS, "Output directory.")
+_OUT = flags.DEFINE_string("out", benchmarks.DOCS, "Output directory.")
 
 
 def run(name: str, *, eval_every_steps: int, workdirs: str) -> dict:
@@ -75,7 +77,7 @@ def main(argv):
   del argv
   path = os.path.join(_OUT.value, "owt_variants.json")
   # Runs not made now are kept from the previous file: one run can be measured again alone.
-  previous = [r for r in tables.load_if_present(path) if r["run"] not in _RUNS.value]
+  previous = [r for r in benchmarks.load_if_present(path) if r["run"] not in _RUNS.value]
   results = previous
   for name in _RUNS.value:
     results.append(run(name, eval_every_steps=_EVAL_EVERY.value, workdirs=_WORKDIRS.value))
@@ -83,7 +85,7 @@ def main(argv):
     # Written after every run: a stopped benchmark keeps what it finished.
     results.sort(key=lambda r: list(RUNS).index(r["run"]))
     plot(results, os.path.join(_OUT.value, "owt_variants.png"))
-    tables.publish(results, path)
+    benchmarks.publish(results, path)
   print(tables.owt_variants(results))
 
 

@@ -1,6 +1,6 @@
 r"""Images/s of the input pipelines alone (no model), per host core, and the trainer they feed.
 
-  python -m benchmarks.input_pipeline [--sections=tfds,prepare,prepared] [--images=768] \
+  python -m benchmarks.speed.input_pipeline [--sections=tfds,prepare,prepared] [--images=768] \
       [--batches=30] [--out=docs/input_pipeline.json]
 
 Nothing is downloaded. The ImageNet-like images are real photographs (the three that ship with
@@ -37,10 +37,11 @@ import time
 
 from absl import app, flags
 
-from benchmarks import main_runs, step_timing, tables
+import benchmarks
+from benchmarks.common import main_runs, step_timing
 from hybrid_parallel import platforms
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = benchmarks.ROOT
 SECTIONS = ("tfds", "prepare", "prepared", "trainer")
 
 _SECTIONS = flags.DEFINE_list("sections", ["tfds", "prepare", "prepared"],
@@ -317,9 +318,9 @@ def main(argv):
   finally:
     shutil.rmtree(work, ignore_errors=True)
   print(json.dumps(result, indent=1))
-  out = _OUT.value or (None if dry else os.path.join(tables.DOCS, "input_pipeline.json"))
+  out = _OUT.value or (None if dry else os.path.join(benchmarks.DOCS, "input_pipeline.json"))
   if out:
-    tables.publish(result, out)
+    benchmarks.publish(result, out)
 
 
 if __name__ == "__main__":

@@ -1,10 +1,10 @@
-"""The accelerator pages' tables (docs/gpu.md, docs/tpu.md): benchmarks/accelerator.py's report
-from a lent GPU, and the compile-only TPU and GPU rows (tpu_compile.py, gpu_compile.py), rendered
-from their JSON by benchmarks/tables.py."""
+"""The accelerator pages' tables (docs/gpu.md, docs/tpu.md): accelerator.py's report from a lent
+GPU, and the compile-only TPU and GPU rows (tpu_compile.py, gpu_compile.py), rendered from their
+JSON by benchmarks/docs.py."""
 
 import json
 
-from benchmarks.markdown import mb, per_row, percent, table
+from benchmarks import mb, per_row, percent, table
 
 
 def _section(name: str, *keys: str):
@@ -17,7 +17,7 @@ def _section(name: str, *keys: str):
   return rows
 
 
-# benchmarks/accelerator.py: our train step on one device.
+# benchmarks/speed/accelerator.py: our train step on one device.
 single_device = per_row(
     ("model", "{model}"), ("dtype", "{dtype}"), ("batch", "{batch}"),
     ("images/s", "{images_per_sec}"), ("step ms", "{step_ms}"), ("compile s", "{compile_s}"),
@@ -37,7 +37,7 @@ _pytorch_comparison = per_row(
 
 
 def pytorch(report) -> str:
-  """benchmarks/accelerator.py: PyTorch's variants, and ours ÷ the best of them."""
+  """benchmarks/speed/accelerator.py: PyTorch's variants, and ours ÷ the best of them."""
   result = report["sections"]["pytorch"]["result"]
   text = (_pytorch_variants(result["variants"]) + "\n\n" +
           _pytorch_comparison(result.get("comparison", [])))
@@ -46,13 +46,13 @@ def pytorch(report) -> str:
   return text
 
 
-# benchmarks/accelerator.py: where the step's device time goes.
+# benchmarks/speed/accelerator.py: where the step's device time goes.
 top_ops = per_row(
     ("operation", "`{op}`"), ("ms per step", "{ms_per_step}"),
     ("share", lambda r: f"{100 * r['share']:.1f}%"), ("calls", "{calls}"),
     ("kernel", lambda r: f"`{r['kernel'][:60]}`"), rows=_section("profile", "top_ops"))
 
-# benchmarks/accelerator.py: one change at a time against the baseline, same run.
+# benchmarks/speed/accelerator.py: one change at a time against the baseline, same run.
 tuning = per_row(
     ("variant", "{variant}"), ("images/s", "{images_per_sec}"), ("step ms", "{step_ms}"),
     ("compile s", "{compile_s}"), ("vs baseline", "{vs_baseline}"), rows=_section("tuning"))
@@ -75,7 +75,7 @@ def _mock_row(r) -> list:
 
 
 def mock(report) -> str:
-  """benchmarks/accelerator.py: 8-GPU programs on one device (mocked collectives)."""
+  """benchmarks/speed/accelerator.py: 8-GPU programs on one device (mocked collectives)."""
   return table(["config", "scheme", "mesh", "batch", "step ms (one device)", "MB per device",
                  "gradient all-reduces overlapping compute",
                  "predicted 8-GPU step ms (NVLink / 400 Gb/s NIC)"],
@@ -83,7 +83,7 @@ def mock(report) -> str:
 
 
 def environment(report) -> str:
-  """benchmarks/accelerator.py: the machine, and the trainer and notebook runs on it."""
+  """benchmarks/speed/accelerator.py: the machine, and the trainer and notebook runs on it."""
   env = report["sections"]["environment"]["result"]
   smi = (env.get("nvidia_smi") or "").strip().splitlines()
   card = dict(zip([h.strip() for h in smi[0].split(",")], [v.strip() for v in smi[1].split(",")])
@@ -108,7 +108,7 @@ def environment(report) -> str:
   return table(["", ""], rows)
 
 
-# benchmarks/accelerator.py: main.py against the bare step at the same settings.
+# benchmarks/speed/accelerator.py: main.py against the bare step at the same settings.
 trainer = per_row(
     ("model", "{model}"), ("dtype", "{dtype}"), ("batch", "{batch}"),
     ("main.py images/s (median)", "{trainer_images_per_sec}"),
@@ -127,7 +127,7 @@ def _tpu_row(r) -> list:
 
 
 def tpu_compile(rows) -> str:
-  """benchmarks/tpu_compile.py: each config compiled for each TPU topology (nothing measured)."""
+  """benchmarks/speed/tpu_compile.py: each config compiled for each TPU topology (nothing measured)."""
   return table(["topology", "config", "dtype", "mesh", "compiled", "HBM GiB per device (fits)",
                  "collective MB per device", "analytic minimum MB", "estimated step ms (from)",
                  "estimated images/s", "jax / libtpu"], map(_tpu_row, rows))
@@ -149,7 +149,7 @@ _LARGEST = (("config", "{config}"),
 
 
 def tpu_choices(result) -> str:
-  """benchmarks/tpu_compile.py --choices / --largest_batch: estimates, nothing measured."""
+  """benchmarks/speed/tpu_compile.py --choices / --largest_batch: estimates, nothing measured."""
   return (table(["topology", "choice", "option", "model", "estimated step ms (from)", "HBM GiB"],
                  map(_tpu_choice, result.get("choices", []))) + "\n\n" +
           per_row(("topology", "{topology}"), *_LARGEST)(result.get("largest_batch", [])))
@@ -167,14 +167,14 @@ def _gpu_row(r) -> list:
 
 
 def gpu_compile(result) -> str:
-  """benchmarks/gpu_compile.py: each config compiled for each GPU node (nothing run on a GPU)."""
+  """benchmarks/speed/gpu_compile.py: each config compiled for each GPU node (nothing run on a GPU)."""
   return table(["gpu", "topology", "config", "dtype", "mesh", "HBM GiB per GPU (fits 75%)",
                  "collective MB per GPU", "analytic minimum MB", "MB crossing hosts",
                  "async collectives with compute in flight", "compute ms", "exposed comm ms",
                  "predicted step ms", "predicted images/s"], map(_gpu_row, result["rows"]))
 
 
-# benchmarks/gpu_compile.py: one node's predicted speed-ups beside Krizhevsky 2014's.
+# benchmarks/speed/gpu_compile.py: one node's predicted speed-ups beside Krizhevsky 2014's.
 gpu_compile_ranking = per_row(
     ("gpu", "{gpu}"), ("config (8 GPUs, batch 1024)", "{config}"),
     ("predicted images/s", "{predicted_images_per_sec:,}"),
@@ -183,7 +183,7 @@ gpu_compile_ranking = per_row(
     ("Krizhevsky 2014, 8 K20s", lambda r: r["krizhevsky_speedup"] or "—"),
     rows=lambda result: result.get("ranking", []))
 
-# benchmarks/gpu_compile.py --largest_batch.
+# benchmarks/speed/gpu_compile.py --largest_batch.
 gpu_compile_largest = per_row(
     ("gpu", "{gpu}"), ("config", "{config}"),
     ("largest global batch that fits (bfloat16)", _LARGEST[1][1]), *_LARGEST[2:],
@@ -191,7 +191,7 @@ gpu_compile_largest = per_row(
 
 
 def report(result) -> str:
-  """The whole report of benchmarks/accelerator.py, section by section."""
+  """The whole report of benchmarks/speed/accelerator.py, section by section."""
   tables_by_section = {"single_device": single_device, "pytorch": pytorch, "profile": top_ops,
                        "tuning": tuning, "mock_multi_gpu": mock, "trainer": trainer}
   out = ["# Accelerator report" + (" (dry run: tiny sizes)" if result["dry_run"] else ""), ""]
@@ -207,3 +207,21 @@ def report(result) -> str:
       out.append("```json\n" + json.dumps(section["result"], indent=1) + "\n```")
     out.append("")
   return "\n".join(out)
+
+
+TABLES = {
+    "tpu_compile": (tpu_compile, "tpu.json"),
+    "tpu_choices": (tpu_choices, "tpu_choices.json"),
+    "gpu_compile": (gpu_compile, "gpu_compile.json"),
+    "gpu_compile_ranking": (gpu_compile_ranking, "gpu_compile.json"),
+    "gpu_compile_largest": (gpu_compile_largest, "gpu_compile.json"),
+    "gpu_environment": (environment, "gpu.json"),
+    "gpu_single_device": (single_device, "gpu.json"),
+    "gpu_pytorch": (pytorch, "gpu.json"),
+    "gpu_top_ops": (top_ops, "gpu.json"),
+    "gpu_tuning": (tuning, "gpu.json"),
+    "gpu_mock": (mock, "gpu.json"),
+    "gpu_single_device_direct_stem": (single_device, "gpu_direct_stem.json"),
+    "gpu_top_ops_direct_stem": (top_ops, "gpu_direct_stem.json"),
+    "gpu_tuning_direct_stem": (tuning, "gpu_direct_stem.json"),
+}

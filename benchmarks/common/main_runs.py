@@ -13,14 +13,15 @@ import subprocess
 import sys
 import time
 
+import benchmarks
 import configs
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = benchmarks.ROOT
 
 
 class RunFailed(SystemExit):
   """main.py exited non-zero: a benchmark's main ends with its message; a report that gathers
-  several measurements (benchmarks/accelerator.py) records it and goes on."""
+  several measurements (benchmarks/speed/accelerator.py) records it and goes on."""
 
 
 def run_config(name: str, workdirs: str, *, overrides: tuple[str, ...] = (),

@@ -1,7 +1,7 @@
 r"""The single-device AlexNet training step here against PyTorch eager on the same CPU, as JSON.
 
   pip install torch==2.13.0      # optional, for this script only; not in requirements.txt
-  python -m benchmarks.pytorch_reference [--batch=32 --image_size=224 --rounds=7 --steps=3]
+  python -m benchmarks.speed.pytorch_reference [--batch=32 --image_size=224 --rounds=7 --steps=3]
 
 Both sides train the one-column AlexNet (`alexnet_owt`, torchvision's layer sizes: 64-192-384-256-
 256 convs, 4096-4096 FC, 1000 classes, dropout 0.5) on one synthetic batch of 224² float32 images,
@@ -25,10 +25,11 @@ import time
 
 from absl import app, flags
 
-from benchmarks import step_timing, tables, torch_alexnet
+import benchmarks
+from benchmarks.common import step_timing, torch_alexnet
 from hybrid_parallel import platforms
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = benchmarks.ROOT
 
 _BATCH = flags.DEFINE_integer("batch", 32, "Images per step.")
 _SIZE = flags.DEFINE_integer("image_size", 224, "Image side.")
@@ -99,7 +100,7 @@ def main(argv):
   # run once left our step ~10% slower for good here), which no user would see.
   forwarded = [f"--{f}={flags.FLAGS[f].value}" for f in ("batch", "image_size", "classes",
                                                           "warmup", "tune_xla_cpu")]
-  workers = {name: subprocess.Popen([sys.executable, "-m", "benchmarks.pytorch_reference",
+  workers = {name: subprocess.Popen([sys.executable, "-m", "benchmarks.speed.pytorch_reference",
                                      f"--worker={name}", *forwarded], cwd=ROOT,
                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
              for name in ("jax", "torch")}
@@ -135,7 +136,7 @@ def main(argv):
   }
   print(json.dumps(result))
   if _OUT.value:
-    tables.publish(result, _OUT.value)
+    benchmarks.publish(result, _OUT.value)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 r"""Predicted scaling of AlexNet training from the α-β cost model (analysis/costmodel.py).
 
-  python -m benchmarks.scaling_model [--out=docs]
+  python -m benchmarks.choosing.scaling_model [--out=docs]
 
 Writes to --out (and refreshes the tables of docs/communication.md):
   scaling_model.json         speedup vs N = 1…128 for the gradient all-reduce by parameter server,
@@ -27,11 +27,12 @@ import os
 
 from absl import app, flags
 
-from benchmarks import tables
+import benchmarks
+from benchmarks.choosing import tables
 from hybrid_parallel import models, partitioning, platforms
 from hybrid_parallel.analysis import costmodel
 
-_OUT = flags.DEFINE_string("out", tables.DOCS, "Output directory.")
+_OUT = flags.DEFINE_string("out", benchmarks.DOCS, "Output directory.")
 _GBPS_CLUSTER = flags.DEFINE_float("cluster_gb_per_s", 6.0, "Cluster link bandwidth, GB/s.")
 _GBPS_PCIE = flags.DEFINE_float("pcie_gb_per_s", 12.0, "PCIe bandwidth, GB/s.")
 
@@ -146,7 +147,7 @@ def main(argv):
             "owt_variants_k20": owt_variants(models.ARCHITECTURES["alexnet_owt"], pcie)}
   print(tables.scaling_model(result) + "\n\n" + tables.scaling_model_yadan(result) + "\n\n" +
         tables.scaling_model_owt(result))
-  tables.publish(result, os.path.join(_OUT.value, "scaling_model.json"))
+  benchmarks.publish(result, os.path.join(_OUT.value, "scaling_model.json"))
 
   fig, ax = plt.subplots(figsize=(6, 4.2))
   ax.plot(DEVICES, DEVICES, color="0.7", linestyle=":", label="linear")

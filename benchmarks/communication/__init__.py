@@ -1,0 +1,1 @@
+"""What moves between devices: the bytes each scheme's compiled step sends (comm_volume)."""

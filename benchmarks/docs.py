@@ -1,0 +1,118 @@
+r"""The docs' tables, rendered from the JSON the studies wrote: never copied by hand.
+
+  python -m benchmarks.docs            # rewrite every table block in docs/*.md and README.md
+  python -m benchmarks.docs --check    # exit 1 if a block differs from its JSON
+
+A page includes a table as a block
+
+  <!-- table: NAME -->
+  ...
+  <!-- end table -->
+
+whose body is `render(NAME)`: the function declared for NAME in the `TABLES` of its group's
+tables module (name → (function, the JSON file(s) in docs/ it reads; several are passed as a
+list)), applied to that JSON. Each study refreshes the blocks after writing its JSON (benchmarks.publish), and
+tests/docs_test.py fails when a block and its JSON disagree.
+"""
+
+import json
+import os
+import re
+import sys
+
+from benchmarks import DOCS, ROOT
+from benchmarks.choosing import tables as choosing
+from benchmarks.communication import tables as communication
+from benchmarks.papers import tables as papers
+from benchmarks.reliability import tables as reliability
+from benchmarks.speed import accelerator_tables
+from benchmarks.speed import tables as speed
+
+# Every table: name → (its function, the JSON file or files it is made from), as each group of
+# studies declares them beside its studies (benchmarks/README.md says which question each group
+# answers; the tables modules define no flags, so the pages can import them all).
+SOURCES = {**choosing.TABLES, **communication.TABLES, **papers.TABLES, **reliability.TABLES,
+           **speed.TABLES, **accelerator_tables.TABLES}
+
+
+_BLOCK = re.compile(r"(<!-- table: (?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- end table -->)",
+                    re.DOTALL)
+
+
+def _load(path: str):
+  with open(path) as f:
+    return json.load(f)
+
+
+def _files(name: str) -> tuple[str, ...]:
+  files = SOURCES[name][1]
+  return files if isinstance(files, tuple) else (files,)
+
+
+def measured(name: str, docs: str = DOCS) -> bool:
+  """Whether the JSON table `name` is made from is in `docs` and holds rows for it (one JSON can
+  feed several tables, e.g. the large-batch sweep and its tuning grid)."""
+  return (all(os.path.exists(os.path.join(docs, f)) for f in _files(name))
+          and bool(render(name, docs)))
+
+
+def render(name: str, docs: str = DOCS) -> str:
+  """The Markdown of table `name` from its JSON in `docs`."""
+  function, files = SOURCES[name]
+  if isinstance(files, tuple):
+    return function([_load(os.path.join(docs, f)) for f in files])
+  return function(_load(os.path.join(docs, files)))
+
+
+def pages(root: str = ROOT) -> list[str]:
+  """The Markdown pages that may include tables: README.md and docs/*.md."""
+  docs = os.path.join(root, "docs")
+  return [os.path.join(root, "README.md")] + sorted(
+      os.path.join(docs, f) for f in os.listdir(docs) if f.endswith(".md"))
+
+
+def refresh(text: str, docs: str = DOCS) -> str:
+  """`text` with every table block's body rendered anew from its JSON (a block whose JSON is not
+  there yet is left as it is)."""
+
+  def block(m):
+    if not measured(m.group("name"), docs):
+      return m.group(0)
+    return m.group(1) + render(m.group("name"), docs) + "\n" + m.group(4)
+
+  return _BLOCK.sub(block, text)
+
+
+def update_docs(root: str = ROOT, *, check: bool = False) -> list[str]:
+  """Rewrites the table blocks of every page (or, with `check`, only reports them).
+
+  Returns:
+    The pages whose blocks differed from their JSON.
+  """
+  stale = []
+  for page in pages(root):
+    with open(page) as f:
+      text = f.read()
+    fresh = refresh(text, os.path.join(root, "docs"))
+    if fresh != text:
+      stale.append(os.path.relpath(page, root))
+      if not check:
+        with open(page, "w") as f:
+          f.write(fresh)
+  return stale
+
+
+def main(*, check: bool) -> None:
+  stale = update_docs(check=check)
+  if check and stale:
+    print(f"error: tables differ from their JSON in {', '.join(stale)}; run "
+          f"`python -m benchmarks.docs`.", file=sys.stderr)
+    sys.exit(1)
+  print(f"{'stale' if check else 'rewrote'}: {', '.join(stale) or 'nothing'}")
+
+
+if __name__ == "__main__":
+  # Flags only when run: a study's publish imports this module beside the study's own flags.
+  from absl import app, flags
+  _CHECK = flags.DEFINE_bool("check", False, "Only report the tables that differ; exit 1 if any.")
+  app.run(lambda argv: main(check=_CHECK.value))

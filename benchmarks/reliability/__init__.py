@@ -1,0 +1,1 @@
+"""Whether a run survives being killed and restarted again and again (soak)."""
