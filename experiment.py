@@ -26,6 +26,7 @@ from hybrid_parallel import layers, models, optim, partitioning, schemes
 from hybrid_parallel import mesh as mesh_lib
 from hybrid_parallel.checks import boolean, declared_settings, integer, number, one_of, setting
 from hybrid_parallel.checks import text
+from hybrid_parallel import local_sgd as local_sgd_schemes
 from hybrid_parallel.local_sgd import asgd, averaging
 from hybrid_parallel.steps import explicit
 from hybrid_parallel.steps.common import StepOptions
@@ -110,23 +111,6 @@ class LoopChoice:
 
 
 @dataclasses.dataclass(frozen=True)
-class AveragingChoice:
-  """Model averaging's meetings (local_sgd/averaging.py)."""
-  average_method: str = setting(one_of(averaging.METHODS))
-  sync_every: int = setting(integer(1))
-  average_momentum: bool = setting(boolean)
-
-
-@dataclasses.dataclass(frozen=True)
-class AsgdChoice:
-  """A-SGD's pushes and fetches (local_sgd/asgd.py)."""
-  n_push: int = setting(integer(1))
-  n_fetch: int = setting(integer(1))
-  asgd_stagger: bool = setting(boolean)
-  warm_start_steps: int = setting(integer(0))
-
-
-@dataclasses.dataclass(frozen=True)
 class RunSpec:
   """Everything a run of one config is, checked (`resolve`)."""
   plan: partitioning.Plan  # from the MeshChoice.
@@ -141,7 +125,8 @@ class RunSpec:
   schedule: ScheduleChoice
   data: DataChoice
   loop: LoopChoice
-  local_sgd: AveragingChoice | AsgdChoice | None  # the local-SGD schemes' meetings.
+  # The local-SGD schemes' meetings (local_sgd.averaging.Settings, local_sgd.asgd.Settings).
+  local_sgd: averaging.Settings | asgd.Settings | None
 
   def describe(self) -> dict:
     """The run as plain values (what `main.py --dry_run` prints)."""
@@ -152,7 +137,7 @@ class RunSpec:
 
 # The dataclasses whose fields declare the config fields (`setting`), and what they declare.
 PARTS = (RunSpec, MeshChoice, ModelChoice, StepOptions, OptimizerChoice, ScheduleChoice,
-         DataChoice, LoopChoice, AveragingChoice, AsgdChoice)
+         DataChoice, LoopChoice, averaging.Settings, asgd.Settings)
 SETTINGS = {field: check for part in PARTS for field, check in declared_settings(part).items()}
 
 
@@ -204,7 +189,7 @@ def resolve(config: ml_collections.ConfigDict, *, processes: int = 1) -> RunSpec
   validation.check_fields(config, SETTINGS)
   mesh = _read(MeshChoice, config)
   plan = partitioning.make_plan(mesh.parallelism, mesh.data, mesh.model)
-  local_sgd = {"averaging": AveragingChoice, "asgd": AsgdChoice}.get(plan.scheme)
+  local_sgd = local_sgd_schemes.SCHEMES[plan.scheme].Settings if plan.local_sgd else None
   run = _read(RunSpec, config, plan=plan, processes=processes,
               model=_read(ModelChoice, config), step=_read(StepOptions, config),
               optimizer=_read(OptimizerChoice, config), schedule=_read(ScheduleChoice, config),
@@ -299,14 +284,9 @@ def build_model(spec: RunSpec, num_classes: int, platform: str) -> models.AlexNe
 
 def _sync(spec: RunSpec):
   """How the replicas of a local-SGD scheme meet; None for the synchronous schemes."""
-  choice, replicas = spec.local_sgd, spec.plan.data
-  if isinstance(choice, AveragingChoice):
-    return averaging.make_sync(choice.average_method, replicas, sync_every=choice.sync_every,
-                               average_momentum=choice.average_momentum)
-  if isinstance(choice, AsgdChoice):
-    return asgd.make_sync(replicas, n_push=choice.n_push, n_fetch=choice.n_fetch,
-                          stagger=choice.asgd_stagger, warm_start_steps=choice.warm_start_steps)
-  return None
+  if not spec.plan.local_sgd:
+    return None
+  return local_sgd_schemes.SCHEMES[spec.plan.scheme].make_sync(spec.local_sgd, spec.plan.data)
 
 
 def build(spec: RunSpec, *, num_classes: int, channels: int, steps_per_epoch: int,

@@ -20,7 +20,7 @@ from absl import logging
 import experiment
 import input_pipeline
 from hybrid_parallel import mesh as mesh_lib
-from hybrid_parallel import checkpointing, faults, metric_writers, models, partitioning, profiling
+from hybrid_parallel import checkpointing, faults, metric_writers, models, profiling
 from hybrid_parallel.errors import UserError
 
 
@@ -227,7 +227,7 @@ def _run_description(spec: experiment.RunSpec) -> dict:
           "input_shards": spec.data.input_shards, "seed": spec.seed,
           "global_batch_size": spec.global_batch_size, "optimizer": spec.optimizer.optimizer,
           "fc_updates_per_step": spec.step.fc_updates_per_step,
-          "state_kind": "replicas" if plan.scheme in partitioning.LOCAL_SGD else "synchronous",
+          "state_kind": "replicas" if plan.local_sgd else "synchronous",
           "parallelism": plan.scheme, "mesh": f"{plan.data}x{plan.model}"}
 
 

@@ -20,10 +20,9 @@ import os
 import ml_collections
 
 import input_pipeline
-from hybrid_parallel import checks, models, partitioning, schemes
+from hybrid_parallel import checks, local_sgd, models, partitioning, schemes
 from hybrid_parallel.checks import Check
 from hybrid_parallel.errors import UserError
-from hybrid_parallel.local_sgd import averaging
 
 
 def epochs(field, value) -> None:
@@ -95,8 +94,8 @@ def check_run(run) -> None:
   schemes.check(plan, step, batch_norm=arch.batch_norm,
                 sync_batch_norm=run.model.sync_batch_norm, processes=run.processes,
                 global_batch=run.global_batch_size)
-  if plan.scheme == "averaging":
-    averaging.check(run.local_sgd.average_method, plan.data)
+  if plan.local_sgd:
+    local_sgd.SCHEMES[plan.scheme].check(run.local_sgd, plan.data)
   if run.loop.num_train_steps == -1 and run.schedule.warmup_epochs > run.loop.num_epochs:
     raise UserError(f"warmup_epochs {run.schedule.warmup_epochs} is longer than the run's "
                     f"num_epochs {run.loop.num_epochs}.")

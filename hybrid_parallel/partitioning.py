@@ -31,9 +31,31 @@ from hybrid_parallel.errors import UserError
 from hybrid_parallel.mesh import DATA, MODEL
 from hybrid_parallel.models import Layout
 
-SYNCHRONOUS = ("single", "data", "model", "hybrid", "owt")
-LOCAL_SGD = ("averaging", "asgd")
-SCHEMES = SYNCHRONOUS + LOCAL_SGD
+
+@dataclasses.dataclass(frozen=True)
+class Rule:
+  """A scheme, declared once: the meshes it takes and how it splits the batch.
+
+  Attributes:
+    mesh: which mesh shapes fit ("1×1", "D×1", "1×M" or "D×M").
+    conv_batch_over_model: the conv stages split the batch over "model" too (Krizhevsky 2014's
+      one weird trick: convs replicated, FC layers split).
+    local_sgd: its replicas keep their own parameters and meet now and then (local_sgd/), where
+      the others compute one synchronous SGD step.
+  """
+  mesh: str
+  conv_batch_over_model: bool = False
+  local_sgd: bool = False
+
+
+# Every scheme, by name: the registry the config's `parallelism` is looked up in.
+SCHEMES = {"single": Rule("1×1"), "data": Rule("D×1"), "model": Rule("1×M"),
+           "hybrid": Rule("D×M"), "owt": Rule("D×M", conv_batch_over_model=True),
+           "averaging": Rule("D×1", local_sgd=True), "asgd": Rule("D×1", local_sgd=True)}
+SYNCHRONOUS = tuple(name for name, rule in SCHEMES.items() if not rule.local_sgd)
+_FITS = {"1×1": lambda data, model: data == model == 1, "D×1": lambda data, model: model == 1,
+         "1×M": lambda data, model: data == 1, "D×M": lambda data, model: True}
+_NEEDS = {"1×1": "a 1×1 mesh", "D×1": "mesh.model = 1", "1×M": "mesh.data = 1"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,6 +74,11 @@ class Plan:
     return P(self.conv_batch_axes) if self.conv_batch_axes else P()
 
   @property
+  def local_sgd(self) -> bool:
+    """Whether the scheme's replicas keep their own state (`Rule.local_sgd`)."""
+    return SCHEMES[self.scheme].local_sgd
+
+  @property
   def batch_divisor(self) -> int:
     """The number of devices the global batch is split across."""
     return self.data * (self.model if MODEL in self.conv_batch_axes else 1)
@@ -60,15 +87,13 @@ class Plan:
 def make_plan(scheme: str, data: int, model: int) -> Plan:
   """The plan of `scheme` on a `data × model` mesh; one clear UserError if they do not fit."""
   checks.one_of(SCHEMES)("parallelism", scheme)
-  needs = {"single": "a 1×1 mesh", "data": "mesh.model = 1", "model": "mesh.data = 1",
-           "averaging": "mesh.model = 1", "asgd": "mesh.model = 1"}
-  fits = {"single": data == 1 and model == 1, "data": model == 1, "model": data == 1,
-          "averaging": model == 1, "asgd": model == 1}
-  if not fits.get(scheme, True):
-    raise UserError(f"parallelism {scheme!r} needs {needs[scheme]}, got a {data}×{model} mesh.")
+  rule = SCHEMES[scheme]
+  if not _FITS[rule.mesh](data, model):
+    raise UserError(f"parallelism {scheme!r} needs {_NEEDS[rule.mesh]}, got a {data}×{model} "
+                    f"mesh.")
   data_axes = (DATA,) if data > 1 else ()
   model_axes = (MODEL,) if model > 1 else ()
-  if scheme == "owt":
+  if rule.conv_batch_over_model:
     return Plan(scheme, data, model, Layout(fc_shards=model, conv_batch_over_model=model > 1,
                                             conv_batch_axes=data_axes + model_axes),
                 conv_batch_axes=data_axes + model_axes, fc_batch_axes=data_axes)
@@ -142,7 +167,7 @@ def _param_keys(path) -> tuple[str, ...]:
 
 def param_specs(params, plan: Plan, classifier: str):
   """The PartitionSpec of every parameter (a tree like `params`; leaves may be shape structs)."""
-  return jax.tree_util.tree_map_with_path(
+  return jax.tree.map_with_path(
       lambda path, p: _spec(_param_keys(path), len(p.shape), plan, classifier), params)
 
 
@@ -153,7 +178,7 @@ def grad_axes(path, plan: Plan) -> tuple[str, ...]:
 
 def map_with_grad_axes(fn, tree, plan: Plan):
   """Applies `fn(leaf, axes)` to every parameter-shaped leaf, `axes` being its `grad_axes`."""
-  return jax.tree_util.tree_map_with_path(lambda path, x: fn(x, grad_axes(path, plan)), tree,
+  return jax.tree.map_with_path(lambda path, x: fn(x, grad_axes(path, plan)), tree,
                                           is_leaf=lambda x: isinstance(x, P))
 
 

@@ -18,6 +18,12 @@ from hybrid_parallel.local_sgd import core as local_sgd
 from hybrid_parallel.steps import common, explicit, gspmd, pmap, variable_batch
 
 
+# The modules that build a synchronous step, by `StepOptions.backend` (each module's
+# `make_train_step(model, plan, mesh, *, tx, specs, options)`; owt's variants (b) and (c):
+# variable_batch).
+BACKENDS = {"explicit": explicit, "gspmd": gspmd, "pmap": pmap}
+
+
 @dataclasses.dataclass
 class Scheme:
   """What the training loop needs from a scheme.
@@ -59,7 +65,7 @@ def check(plan: partitioning.Plan, options: common.StepOptions, *, batch_norm: b
                        fc_updates_per_step=options.fc_updates_per_step, backend=options.backend,
                        microbatches=options.microbatches,
                        local_batch=global_batch // plan.batch_divisor)
-  if plan.scheme in partitioning.SYNCHRONOUS:
+  if not plan.local_sgd:
     return
   if batch_norm:
     synchronous = ", ".join(partitioning.SYNCHRONOUS)
@@ -83,19 +89,15 @@ def build(model: models.AlexNet, plan: partitioning.Plan, mesh, *, tx, image_sha
     image_shape: the shape of one input image batch (for initialisation).
     seed: the parameters' (and dropout's) seed.
     options: how a synchronous step is built (`check` has accepted them for this plan).
-    sync: how the replicas of a local-SGD scheme meet (`local_sgd.averaging.make_sync`,
-      `local_sgd.asgd.make_sync`); required for those schemes, unused by the others.
+    sync: how the replicas of a local-SGD scheme meet (its module's `make_sync`,
+      local_sgd.SCHEMES); required for those schemes, unused by the others.
   """
-  if plan.scheme in partitioning.SYNCHRONOUS:
+  if not plan.local_sgd:
     create = functools.partial(train_state.create, model, plan, mesh, tx=tx,
                                image_shape=image_shape, seed=seed)
     state, specs = create(abstract=abstract)
-    steps = (variable_batch if options.owt_variant != "a" else
-             {"explicit": explicit, "gspmd": gspmd}.get(options.backend))
-    if options.backend == "pmap":
-      train_step = pmap.make_train_step(model, mesh, tx=tx, options=options)
-    else:
-      train_step = steps.make_train_step(model, plan, mesh, tx=tx, specs=specs, options=options)
+    steps = variable_batch if options.owt_variant != "a" else BACKENDS[options.backend]
+    train_step = steps.make_train_step(model, plan, mesh, tx=tx, specs=specs, options=options)
     return Scheme(state, lambda: create()[0], train_step, _variables, _variables(specs))
 
   if sync is None:

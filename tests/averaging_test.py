@@ -81,7 +81,7 @@ class AveragingTest(parameterized.TestCase):
   def test_bad_settings(self):
     with self.assertRaisesRegex(UserError, "butterfly mixing needs a power-of-two number of "
                                 "replicas, got mesh.data = 3"):
-      averaging.check("butterfly", 3)
+      averaging.check(averaging.Settings("butterfly", 1, True), 3)
 
 
 if __name__ == "__main__":

@@ -29,9 +29,12 @@ With D = 1 this is single-device SGD; with n_push = n_fetch = 1 and no stagger i
 data-parallel SGD whose update is the *sum* of the clients' updates.
 """
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 
+from hybrid_parallel.checks import boolean, integer, setting
 from hybrid_parallel.local_sgd import core
 from hybrid_parallel.mesh import DATA
 
@@ -46,9 +49,24 @@ def shared_init(params):
   return {"server": params}
 
 
-def make_sync(replicas: int, *, n_push: int, n_fetch: int, stagger: bool,
-              warm_start_steps: int) -> core.Sync:
+@dataclasses.dataclass(frozen=True)
+class Settings:
+  """A-SGD's pushes and fetches: the config fields of its name, each with its check."""
+  n_push: int = setting(integer(1))
+  n_fetch: int = setting(integer(1))
+  asgd_stagger: bool = setting(boolean)
+  warm_start_steps: int = setting(integer(0))
+
+
+def check(settings: Settings, replicas: int) -> None:
+  """Every combination of valid settings works (nothing to refuse)."""
+  del settings, replicas
+
+
+def make_sync(settings: Settings, replicas: int) -> core.Sync:
   """The push / fetch rules of the module docstring; evaluates the server's parameters."""
+  n_push, n_fetch = settings.n_push, settings.n_fetch
+  stagger, warm_start_steps = settings.asgd_stagger, settings.warm_start_steps
 
   def apply(local, client, shared, previous_params, step):
     i = core.replica_index()

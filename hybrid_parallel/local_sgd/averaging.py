@@ -21,12 +21,14 @@ Methods (θ_i: replica i's parameters; s: how many syncs came before this one; D
                 text gives no definition; this is ours.
 """
 
+import dataclasses
 import math
 
 import jax
 import jax.numpy as jnp
 
 from hybrid_parallel import collectives
+from hybrid_parallel.checks import boolean, integer, one_of, setting
 from hybrid_parallel.errors import UserError
 from hybrid_parallel.local_sgd import core
 from hybrid_parallel.mesh import DATA
@@ -67,16 +69,24 @@ def mix(tree, method: str, *, replicas: int, sync_index):
   return jax.lax.switch(stage, branches, tree)
 
 
-def check(method: str, replicas: int) -> None:
+@dataclasses.dataclass(frozen=True)
+class Settings:
+  """Model averaging's meetings: the config fields of its name, each with its check."""
+  average_method: str = setting(one_of(METHODS))
+  sync_every: int = setting(integer(1))
+  average_momentum: bool = setting(boolean)
+
+
+def check(settings: Settings, replicas: int) -> None:
   """One UserError for a method (one of `METHODS`) that cannot mix this many replicas."""
-  if method == "butterfly" and replicas & (replicas - 1):
+  if settings.average_method == "butterfly" and replicas & (replicas - 1):
     raise UserError(f"butterfly mixing needs a power-of-two number of replicas, got mesh.data = "
                     f"{replicas}; use hopping_ring, ring or allreduce.")
 
 
-def make_sync(method: str, replicas: int, *, sync_every: int,
-              average_momentum: bool) -> core.Sync:
+def make_sync(settings: Settings, replicas: int) -> core.Sync:
   """Mixes the parameters (and momentum) after every sync_every-th step; evaluates the mean."""
+  method, sync_every = settings.average_method, settings.sync_every
 
   def apply(local, client, shared, previous_params, step):
     del previous_params
@@ -85,7 +95,7 @@ def make_sync(method: str, replicas: int, *, sync_every: int,
       sync_index = step // sync_every - 1
       mixed = local.replace(params=mix(local.params, method, replicas=replicas,
                                        sync_index=sync_index))
-      if average_momentum:
+      if settings.average_momentum:
         mixed = mixed.replace(opt_state=mix(local.opt_state, method, replicas=replicas,
                                             sync_index=sync_index))
       return mixed

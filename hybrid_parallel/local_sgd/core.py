@@ -112,23 +112,17 @@ def make_step(model: models.AlexNet, plan: partitioning.Plan, mesh, *, tx, specs
   def per_device_step(state: ReplicaState, images_BHWC, labels_B):
     local, client = jax.tree.map(lambda x: x[0], (state.local, state.client))
     local_batch = images_BHWC.shape[0]
-    example_ids_B = common.example_ids(plan, local_batch)
-    key = common.dropout_key(state)
-
-    def loss_fn(params):
-      logits_BC = model.apply({"params": params}, images_BHWC, example_ids_B=example_ids_B,
-                              dropout_key=key)
-      return optax.softmax_cross_entropy_with_integer_labels(logits_BC, labels_B).mean(), logits_BC
-
-    (loss, logits_BC), grads = jax.value_and_grad(loss_fn, has_aux=True)(local.params)
-    updates, opt_state = tx.update(grads, local.opt_state, local.params)
+    batch = common.DeviceBatch(images_BHWC, labels_B, common.example_ids(plan, local_batch))
+    # The replica's own mean loss (no batch norm: the local-SGD schemes refuse it).
+    out = common.loss_and_grads(model, local.params, batch, batch_stats={},
+                                key=common.dropout_key(state), normaliser=local_batch)
+    updates, opt_state = tx.update(out.grads, local.opt_state, local.params)
     new_step = state.step + 1
     updated = Replica(optax.apply_updates(local.params, updates), opt_state)
     updated, client, shared = sync.apply(updated, client, state.shared, local.params, new_step)
-    global_batch = local_batch * plan.data
-    metrics = {"train_loss": jax.lax.psum(loss, DATA) / plan.data,
-               "train_accuracy": jax.lax.psum(jnp.sum(jnp.argmax(logits_BC, -1) == labels_B),
-                                              DATA) / global_batch}
+    metrics = common.step_metrics(loss=jax.lax.psum(out.loss, DATA) / plan.data,
+                                  correct=jax.lax.psum(out.correct, DATA),
+                                  examples=local_batch * plan.data)
     restack = lambda tree: jax.tree.map(lambda x: x[None], tree)
     return state.replace(step=new_step, local=restack(updated), client=restack(client),
                          shared=shared), metrics

@@ -1,5 +1,6 @@
-"""What the synchronous steps share: their options, which settings each backend can run, dropout
-keys and example ids, the whole-batch loss and gradient, and the optimiser update."""
+"""What every step shares: the synchronous steps' options and which settings each backend can
+run, dropout keys and example ids, the one loss and its gradient, the step's metrics, and the
+optimiser update."""
 
 import dataclasses
 
@@ -46,8 +47,11 @@ class StepOptions:
   fc_updates_per_step: int = checks.setting(checks.integer(1))
 
 
-_SCHEMES = {"explicit": partitioning.SCHEMES, "gspmd": partitioning.SYNCHRONOUS,
-            "pmap": ("single", "data")}
+# The schemes each backend runs: the explicit step every one; GSPMD the synchronous ones; pmap,
+# the Flax examples' step, those that split the batch only.
+_SCHEMES = {"explicit": tuple(partitioning.SCHEMES), "gspmd": partitioning.SYNCHRONOUS,
+            "pmap": tuple(name for name, rule in partitioning.SCHEMES.items()
+                          if rule.mesh in ("1×1", "D×1") and not rule.local_sgd)}
 _GRADIENT_SUM = {"gspmd": "lets XLA place the gradient sum",
                  "pmap": "sums gradients with lax.pmean"}
 
@@ -106,23 +110,52 @@ def dropout_key(state) -> jax.Array:
   return jax.random.fold_in(jax.random.wrap_key_data(state.rng), state.step)
 
 
-def mean_loss_and_grads(model: models.AlexNet, state: TrainState, batch: DeviceBatch):
-  """Mean cross-entropy of `batch` under `state`, its gradient and what the forward pass
-  returned: `(loss, logits_BC, batch_stats), grads`.
+@dataclasses.dataclass
+class Gradients:
+  """One device's share of a step: its (partial) gradient and sums over its examples."""
+  grads: dict
+  batch_stats: dict
+  loss: jax.Array  # the examples' cross-entropies summed and divided by the normaliser.
+  correct: jax.Array  # how many of its examples the model got right.
 
-  The whole-batch step of the gspmd and pmap backends (the explicit step sums over slices).
+
+def summed_loss(logits_BC, labels_B, *, normaliser: int) -> tuple[jax.Array, jax.Array]:
+  """The one loss of every step kind: the examples' cross-entropies summed and divided by
+  `normaliser`, and how many of them the model got right."""
+  losses_B = optax.softmax_cross_entropy_with_integer_labels(logits_BC, labels_B)
+  return losses_B.sum() / normaliser, jnp.sum(jnp.argmax(logits_BC, -1) == labels_B)
+
+
+def loss_and_grads(model: models.AlexNet, params, batch: DeviceBatch, *, batch_stats, key,
+                   normaliser: int, labels_B=None) -> Gradients:
+  """`summed_loss` of `batch` under `params`, with its gradient.
+
+  `normaliser` is the global batch where the devices' gradients are summed (the explicit step),
+  or the device's own batch where they are averaged (a whole-batch step, pmap, local SGD).
+  `labels_B` are the labels the logits line up with, when not `batch.labels_B` (owt's FC stage
+  gathers the examples as it gathers their features).
   """
+  labels_B = batch.labels_B if labels_B is None else labels_B
 
   def loss_fn(params):
-    logits_BC, updated = model.apply({"params": params, "batch_stats": state.batch_stats},
+    logits_BC, updated = model.apply({"params": params, "batch_stats": batch_stats},
                                      batch.images_BHWC, example_ids_B=batch.example_ids_B,
-                                     dropout_key=dropout_key(state), mutable=["batch_stats"])
-    loss = optax.softmax_cross_entropy_with_integer_labels(logits_BC, batch.labels_B).mean()
-    return loss, (logits_BC, updated.get("batch_stats", {}))
+                                     dropout_key=key, mutable=["batch_stats"])
+    loss, correct = summed_loss(logits_BC, labels_B, normaliser=normaliser)
+    return loss, (correct, updated.get("batch_stats", {}))
 
-  (loss, (logits_BC, batch_stats)), grads = jax.value_and_grad(loss_fn, has_aux=True)(
-      state.params)
-  return (loss, logits_BC, batch_stats), grads
+  (loss, (correct, batch_stats)), grads = jax.value_and_grad(loss_fn, has_aux=True)(params)
+  return Gradients(grads, batch_stats, loss, correct)
+
+
+def step_metrics(*, loss, correct, examples: int, finite=None) -> dict:
+  """The metrics every step reports: the mean loss and accuracy over the step's `examples`
+  (`loss` and `correct` already combined over the devices), and, where the step checks them,
+  whether its gradients were not all finite."""
+  metrics = {"train_loss": loss, "train_accuracy": correct / examples}
+  if finite is not None:
+    metrics["nonfinite_grads"] = 1.0 - finite.astype(jnp.float32)
+  return metrics
 
 
 def all_finite(grads) -> jax.Array:

@@ -16,27 +16,16 @@ The plain step is `make_train_step`; Krizhevsky's owt variants (b) and (c) build
 same regions (steps/variable_batch.py); `accumulate_microbatches` wraps the gradient of one pass.
 """
 
-import dataclasses
 from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
-import optax
 from jax.sharding import PartitionSpec as P
 
 from hybrid_parallel import collectives, compiler_options, layers, models, partitioning
 from hybrid_parallel.steps import common
-from hybrid_parallel.steps.common import DeviceBatch, StepOptions
+from hybrid_parallel.steps.common import DeviceBatch, Gradients, StepOptions
 from hybrid_parallel.train_state import TrainState
-
-
-@dataclasses.dataclass
-class Gradients:
-  """One device's share of a step: its partial gradient and sums over its examples."""
-  grads: dict
-  batch_stats: dict
-  loss: jax.Array  # the examples' losses summed and divided by the global batch.
-  correct: jax.Array  # how many of its examples the model got right.
 
 
 def device_batch(plan: partitioning.Plan, images_BHWC, labels_B) -> tuple[DeviceBatch, int]:
@@ -77,29 +66,15 @@ def sum_over_fc_batch(plan: partitioning.Plan, x):
   return collectives.allreduce_sum(x, plan.fc_batch_axes)
 
 
-def batch_metrics(plan: partitioning.Plan, *, loss, correct, global_batch: int) -> dict:
-  """The step's mean loss and accuracy from each device's sums (model-invariant)."""
-  return {"train_loss": sum_over_fc_batch(plan, loss),
-          "train_accuracy": sum_over_fc_batch(plan, correct) / global_batch}
-
-
 def loss_and_grads(model: models.AlexNet, plan: partitioning.Plan) -> Callable[..., Gradients]:
   """`(params, batch_stats, batch, *, key, global_batch) -> Gradients`: the gradient of this
   device's examples' loss (summed, ÷ the global batch), with `params` as
   `vary_over_grad_axes` marks them."""
 
   def gradients(params, batch_stats, batch: DeviceBatch, *, key, global_batch: int) -> Gradients:
-    labels_fc_B = common.to_fc_batch(plan, batch.labels_B)
-
-    def loss_fn(params):
-      logits_BC, updated = model.apply({"params": params, "batch_stats": batch_stats},
-                                       batch.images_BHWC, example_ids_B=batch.example_ids_B,
-                                       dropout_key=key, mutable=["batch_stats"])
-      losses_B = optax.softmax_cross_entropy_with_integer_labels(logits_BC, labels_fc_B)
-      return losses_B.sum() / global_batch, (logits_BC, updated.get("batch_stats", {}))
-
-    (loss, (logits_BC, batch_stats)), grads = jax.value_and_grad(loss_fn, has_aux=True)(params)
-    return Gradients(grads, batch_stats, loss, jnp.sum(jnp.argmax(logits_BC, -1) == labels_fc_B))
+    return common.loss_and_grads(model, params, batch, batch_stats=batch_stats, key=key,
+                                 normaliser=global_batch,
+                                 labels_B=common.to_fc_batch(plan, batch.labels_B))
 
   return gradients
 
@@ -179,7 +154,9 @@ def make_train_step(model: models.AlexNet, plan: partitioning.Plan, mesh, *, tx,
     out = gradients(vary_over_grad_axes(state.params, plan), state.batch_stats, batch,
                     key=common.dropout_key(state), global_batch=global_batch)
     return ((stack_partial_grads(out.grads, plan), out.batch_stats),
-            batch_metrics(plan, loss=out.loss, correct=out.correct, global_batch=global_batch))
+            common.step_metrics(loss=sum_over_fc_batch(plan, out.loss),
+                                correct=sum_over_fc_batch(plan, out.correct),
+                                examples=global_batch))
 
   def per_device_update(state: TrainState, carried):
     partial_grads, batch_stats = carried

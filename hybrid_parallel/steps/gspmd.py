@@ -6,7 +6,7 @@ axes, and the single-device network (`Layout()`: whole layers, no collectives). 
 shard_map and no hand-written collective: XLA's SPMD partitioner decides where activations are
 gathered, gradients reduced and tensors resharded. Same inputs, same initial state, same dropout
 masks (per-example, by global batch position) — so the same numbers as the explicit step, reached
-by whatever communication XLA chose (`python -m benchmarks.comm_volume --config=...
+by whatever communication XLA chose (`python -m benchmarks.communication.comm_volume --config=...
 --config.backend=gspmd` counts it).
 
 What it cannot express, `common.check_backend` refuses: per-worker batch-norm statistics (the
@@ -30,15 +30,16 @@ def make_train_step(model: models.AlexNet, plan: partitioning.Plan, mesh, *, tx,
   whole = model.clone(layout=models.Layout())
 
   def train_step(state: TrainState, images_BHWC, labels_B):
-    batch = common.DeviceBatch(images_BHWC, labels_B, jnp.arange(images_BHWC.shape[0]))
-    (loss, logits_BC, batch_stats), grads = common.mean_loss_and_grads(whole, state, batch)
-    finite = common.all_finite(grads)
-    new_state = common.apply_gradients(state, grads, batch_stats=batch_stats, tx=tx,
+    local_batch = images_BHWC.shape[0]  # the whole batch: the global program has one device.
+    batch = common.DeviceBatch(images_BHWC, labels_B, jnp.arange(local_batch))
+    out = common.loss_and_grads(whole, state.params, batch, batch_stats=state.batch_stats,
+                                key=common.dropout_key(state), normaliser=local_batch)
+    finite = common.all_finite(out.grads)
+    new_state = common.apply_gradients(state, out.grads, batch_stats=out.batch_stats, tx=tx,
                                        finite=finite,
                                        skip_nonfinite=options.skip_nonfinite_steps)
-    metrics = {"train_loss": loss,
-               "train_accuracy": jnp.mean(jnp.argmax(logits_BC, -1) == labels_B),
-               "nonfinite_grads": 1.0 - finite.astype(jnp.float32)}
+    metrics = common.step_metrics(loss=out.loss, correct=out.correct, examples=local_batch,
+                                  finite=finite)
     return new_state, metrics
 
   shardings = mesh_lib.shardings(mesh, specs)

@@ -21,38 +21,42 @@ import jax
 import jax.numpy as jnp
 from jax.sharding import NamedSharding, PartitionSpec as P
 
-from hybrid_parallel import compiler_options, models
+from hybrid_parallel import compiler_options, models, partitioning
 from hybrid_parallel.mesh import DATA
 from hybrid_parallel.steps import common
 from hybrid_parallel.train_state import TrainState
 
 
-def make_train_step(model: models.AlexNet, mesh, *, tx, options: common.StepOptions):
+def make_train_step(model: models.AlexNet, plan: partitioning.Plan, mesh, *, tx,
+                    specs: TrainState, options: common.StepOptions):
   """Returns `train_step(state, images, labels) -> (state, metrics)` built on `jax.pmap`.
 
-  The state is replicated over `mesh` (every spec P()); images and labels are global arrays split
-  over "data", as the other backends take them. State donated; metrics equal the explicit step's.
+  The state is replicated over `mesh` (every spec P(), as `specs` say for the data and single
+  schemes; `plan` only splits the batch); images and labels are global arrays split over "data",
+  as the other backends take them. State donated; metrics equal the explicit step's.
   The pmapped function is called inside a `jax.jit`, only to compile it with `compiler_options`
   (pmap itself takes no compiler options; it is already a jit of a shard_map, which inlines).
   """
+  del plan, specs  # the examples' step: the batch over every device, the state replicated.
   devices = list(mesh.devices.flat)
 
   def per_device_step(state: TrainState, images_BHWC, labels_B):
     local_batch = images_BHWC.shape[0]
     ids_B = jax.lax.axis_index(DATA) * local_batch + jnp.arange(local_batch)
 
-    (loss, logits_BC, batch_stats), grads = common.mean_loss_and_grads(
-        model, state, common.DeviceBatch(images_BHWC, labels_B, ids_B))
+    out = common.loss_and_grads(model, state.params,
+                                common.DeviceBatch(images_BHWC, labels_B, ids_B),
+                                batch_stats=state.batch_stats, key=common.dropout_key(state),
+                                normaliser=local_batch)
     # Equal shards, so the mean of the devices' mean gradients is the whole batch's.
-    grads = jax.lax.pmean(grads, DATA)
+    grads = jax.lax.pmean(out.grads, DATA)
     finite = common.all_finite(grads)
-    new_state = common.apply_gradients(state, grads, batch_stats=batch_stats, tx=tx,
+    new_state = common.apply_gradients(state, grads, batch_stats=out.batch_stats, tx=tx,
                                        finite=finite,
                                        skip_nonfinite=options.skip_nonfinite_steps)
-    metrics = {"train_loss": jax.lax.pmean(loss, DATA),
-               "train_accuracy": jax.lax.pmean(jnp.mean(jnp.argmax(logits_BC, -1) == labels_B),
-                                               DATA),
-               "nonfinite_grads": 1.0 - finite.astype(jnp.float32)}
+    metrics = common.step_metrics(loss=jax.lax.pmean(out.loss, DATA),
+                                  correct=jax.lax.psum(out.correct, DATA),
+                                  examples=local_batch * len(devices), finite=finite)
     return new_state, metrics
 
   pmapped = jax.pmap(per_device_step, axis_name=DATA, in_axes=(None, 0, 0), out_axes=None,

@@ -196,8 +196,7 @@ def fc_passes(model: models.AlexNet, params, batch: DeviceBatch, *, batch_stats,
     labels, ids = routing.take(all_labels, k), routing.take(all_ids, k)
     logits = model.apply({"params": fc_params}, rows, example_ids_B=ids, dropout_key=key,
                          stage="classifier")
-    losses = optax.softmax_cross_entropy_with_integer_labels(logits, labels)
-    return losses.sum() / global_batch, jnp.sum(jnp.argmax(logits, -1) == labels)
+    return common.summed_loss(logits, labels, normaliser=global_batch)
 
   features, conv_vjp, new_batch_stats = jax.vjp(conv_stage, groups["conv"], has_aux=True)
   feature_grads = jnp.zeros_like(features)
@@ -281,8 +280,9 @@ def make_train_step(model: models.AlexNet, plan: partitioning.Plan, mesh, *, tx,
       # "model" only; the verdict is agreed over the whole mesh.
       carried += (out.fc_params, out.fc_opt_state,
                   collectives.all_agree(out.fc_finite, mesh.axis_names))
-    return carried, explicit.batch_metrics(plan, loss=out.loss, correct=out.correct,
-                                           global_batch=global_batch)
+    return carried, common.step_metrics(loss=explicit.sum_over_fc_batch(plan, out.loss),
+                                        correct=explicit.sum_over_fc_batch(plan, out.correct),
+                                        examples=global_batch)
 
   def per_device_update(state: TrainState, carried):
     partial_grads, batch_stats, *fc = carried
@@ -340,6 +340,7 @@ def make_reference_step(model: models.AlexNet, tx, *, rows: np.ndarray,
       new_state = apply_conv_gradients(state, out.grads, batch_stats=out.batch_stats, tx=tx,
                                        fc_params=out.fc_params, fc_opt_state=out.fc_opt_state,
                                        finite=jnp.array(True), skip_nonfinite=False)
-    return new_state, {"train_loss": out.loss, "train_accuracy": out.correct / global_batch}
+    return new_state, common.step_metrics(loss=out.loss, correct=out.correct,
+                                          examples=global_batch)
 
   return jax.jit(step, donate_argnums=0)
