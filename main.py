@@ -66,9 +66,17 @@ def _parse_flags(argv):
     _fail(f"the config has no such field: {' '.join(str(text).split())}")
 
 
-def _initialize_distributed(jax) -> tuple[int, int]:
+# Where a job launcher puts the process's rank and the job's size (what jax.distributed's own
+# detection reads for SLURM, Open MPI and MPICH's PMI).
+_LAUNCHERS = (("SLURM_PROCID", "SLURM_NTASKS"), ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"),
+              ("PMI_RANK", "PMI_SIZE"))
+
+
+def _initialize_distributed(jax) -> tuple[int, int] | None:
   """jax.distributed.initialize with timeouts that end a job whose peer is gone; returns this
-  process's index and the job's process count, without starting a backend."""
+  process's index and the job's process count without starting a backend — from the flags, or
+  from the launcher's environment — or None where neither says (a TPU pod: JAX asks the TPU's
+  metadata, and the CPU device count does not matter there)."""
   explicit = (_COORDINATOR.value, _NUM_PROCESSES.value, _PROCESS_ID.value)
   try:
     jax.distributed.initialize(*explicit if _COORDINATOR.value else (None, None, None),
@@ -76,11 +84,30 @@ def _initialize_distributed(jax) -> tuple[int, int]:
                                heartbeat_timeout_seconds=_HEARTBEAT_S.value)
   except Exception as e:  # noqa: BLE001 — a coordinator that cannot be reached, bad ids, ...
     _fail(f"jax.distributed could not start ({str(e).strip().splitlines()[0]}).")
-  # jax.process_count() would start the backends, which must wait for the CPU device count;
-  # the distributed client already knows the job.
-  from jax._src.distributed import global_state
-  logging.info("process %d of %d.", global_state.process_id, global_state.num_processes)
-  return global_state.process_id, global_state.num_processes
+  # jax.process_count() would start the backends, which must wait for the CPU device count.
+  if _COORDINATOR.value:
+    job = (_PROCESS_ID.value, _NUM_PROCESSES.value)
+  else:
+    job = next(((int(os.environ[rank]), int(os.environ[size])) for rank, size in _LAUNCHERS
+                if rank in os.environ and size in os.environ), None)
+  if job:
+    logging.info("process %d of %d.", *job)
+  return job
+
+
+def _resolved_for(job: tuple[int, int], spec):
+  """The run resolved again for the job's process count where it differs (--distributed: only
+  now is it known): the checks that need it — the mesh over the processes, input shards, pmap —
+  run before any work."""
+  import experiment
+  from hybrid_parallel.errors import UserError
+  index, count = job
+  if count == spec.processes:
+    return spec
+  try:
+    return experiment.resolve(_CONFIG.value, processes=count)
+  except UserError as e:
+    _fail(f"process {index} of {count}: {e}")
 
 
 def _workdir(config_flag) -> str:
@@ -115,19 +142,15 @@ def main(argv):
     print(json.dumps({"workdir": workdir, **spec.describe()}, indent=1))
     return
   import jax
-  if _COORDINATOR.value or _DISTRIBUTED.value:
-    index, count = _initialize_distributed(jax)  # the platform is chosen after it.
-    if count != spec.processes:
-      # --distributed: only now is the job's process count known; the checks that need it
-      # (the mesh over the processes, input shards, pmap) run again before any work.
-      try:
-        spec = experiment.resolve(_CONFIG.value, processes=count)
-      except UserError as e:
-        _fail(f"process {index} of {count}: {e}")
+  job = _initialize_distributed(jax) if _COORDINATOR.value or _DISTRIBUTED.value else None
+  if job:  # the platform is chosen after it.
+    spec = _resolved_for(job, spec)
   mesh = spec.plan.data * spec.plan.model
   from hybrid_parallel import platforms
   # Each process simulates its share of the mesh where the CPU runs it.
   platforms.start(cpu_devices=_CPU_DEVICES.value or max(1, mesh // spec.processes))
+  if (_COORDINATOR.value or _DISTRIBUTED.value) and not job:  # JAX alone knew the job.
+    spec = _resolved_for((jax.process_index(), jax.process_count()), spec)
   import train  # Imported after the device count is set: nothing may query devices earlier.
   if jax.process_count() > 1:
     logging.info("process %d of %d: %d local devices of %d.", jax.process_index(),

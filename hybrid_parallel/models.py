@@ -172,7 +172,7 @@ class AlexNet(nn.Module):
         running statistics).
       stage: "all" — the network; "features" — the conv stages only: this device's flattened
         features `[B, F]`, before any exchange of rows over "model"; "classifier" — the FC layers
-        only, on the rows `x`. The stages let a step route feature rows between them (the
+        only, on the rows `inputs`. The stages let a step route feature rows between them (the
         variable-batch passes of steps/variable_batch.py).
     """
     m_conv, m_fc = self.layout.conv_shards, self.layout.fc_shards

@@ -109,7 +109,7 @@ def scale_by_group(multipliers: dict[str, float]) -> optax.GradientTransformatio
 
   def update_fn(updates, state, params=None):
     del params
-    return jax.tree_util.tree_map_with_path(
+    return jax.tree.map_with_path(
         lambda path, u: u * multipliers[partitioning.layer_group(path)], updates), state
 
   return optax.GradientTransformation(lambda _: optax.EmptyState(), update_fn)
@@ -133,7 +133,7 @@ def scale_by_layer_trust_ratio(trust_coefficient: float, *, eps: float = 0.0,
       ratio = trust_coefficient * w_norm / (u_norm + eps)
       return u * jnp.where((w_norm == 0) | (u_norm == 0), 1.0, ratio).astype(u.dtype)
 
-    return jax.tree_util.tree_map_with_path(scale, updates, params), state
+    return jax.tree.map_with_path(scale, updates, params), state
 
   return optax.GradientTransformation(lambda _: optax.EmptyState(), update_fn)
 

@@ -14,7 +14,10 @@ the devices:
   machine (it affects nothing where accelerators run the mesh).
 """
 
+import glob
 import importlib.util
+import os
+import re
 import subprocess
 
 from absl import logging
@@ -51,13 +54,39 @@ def nvidia_gpus() -> list[str]:
           if listed.returncode == 0 and line.startswith("GPU ")]
 
 
-def only_the_cpu_can_run() -> bool:
-  """Whether this machine has no TPU chip and no GPU: JAX's own probes of the PCI bus and the GPU
-  device files (what JAX checks before it opens an accelerator)."""
+# What JAX itself looks for before it opens an accelerator (jax/_src/hardware_utils.py, read in
+# source; written out here because that module is private): a Google TPU on the PCI bus, the
+# device files of an NVIDIA GPU (a Linux host, Docker, WSL2), AMD's KFD driver.
+_GOOGLE_PCI_VENDOR = "0x1ae0"
+_NVIDIA_DEVICE_FILES = ("/dev/nvidia0", "/dev/nvidiactl", "/dev/dxg")
+_AMD_KFD_NODES = "/sys/class/kfd/kfd/topology/nodes/*/properties"
+
+
+def _read(path: str) -> str:
   try:
-    from jax._src import hardware_utils
-    return (hardware_utils.num_available_tpu_chips_and_device_id()[0] == 0
-            and not hardware_utils.has_visible_nvidia_gpu()
-            and hardware_utils.num_available_amd_gpus(stop_at=1) == 0)
-  except (ImportError, AttributeError, OSError):  # another JAX's internals: let JAX decide.
-    return False
+    with open(path) as f:
+      return f.read()
+  except OSError:
+    return ""
+
+
+def _google_pci_devices() -> int:
+  """How many PCI functions of Google's (TPU chips) the bus lists."""
+  return sum(_read(vendor).strip() == _GOOGLE_PCI_VENDOR
+             for vendor in glob.glob("/sys/bus/pci/devices/*/vendor"))
+
+
+def _amd_gpus() -> int:
+  """How many of the KFD driver's nodes compute (a GPU's have SIMD units; a CPU's none)."""
+  return sum(int(m.group(1)) > 0 for path in glob.glob(_AMD_KFD_NODES)
+             for m in [re.search(r"\bsimd_count\s+(\d+)", _read(path))] if m)
+
+
+def only_the_cpu_can_run() -> bool:
+  """Whether this machine has no TPU chip and no GPU, by the probes JAX makes before it opens an
+  accelerator: the PCI bus, the NVIDIA device files, the AMD driver."""
+  return (_google_pci_devices() == 0
+          and not any(os.path.exists(path) for path in _NVIDIA_DEVICE_FILES)
+          and _amd_gpus() == 0)
+
+

@@ -59,8 +59,7 @@ def initial_variables(model: models.AlexNet, image_shape, *, seed: int) -> dict:
   initialised on one image, so one program serves every batch size.
   """
   whole = model.clone(layout=models.Layout())
-  root = jax.random.PRNGKey(seed)
-  variables = whole.init(jax.random.fold_in(root, 0),
+  variables = whole.init(jax.random.fold_in(jax.random.key(seed), 0),
                          jnp.zeros((1,) + tuple(image_shape[1:]), jnp.float32),
                          example_ids_B=jnp.zeros(1, jnp.int32))
   widen = lambda tree: jax.tree.map(lambda x: x.astype(layers.at_least_float32(model.dtype)), tree)
@@ -68,10 +67,16 @@ def initial_variables(model: models.AlexNet, image_shape, *, seed: int) -> dict:
           "batch_stats": widen(variables.get("batch_stats", {}))}
 
 
+def root_key_data(seed: int) -> jax.Array:
+  """The run's root key as raw uint32 key data: what the state and its checkpoints hold (the
+  same two words as the legacy `PRNGKey(seed)`, so checkpoints written before read as ever)."""
+  return jax.random.key_data(jax.random.key(seed))
+
+
 def from_variables(variables: dict, tx, *, seed: int) -> TrainState:
   """The state at step 0 that starts from `variables` (`initial_variables`) with `tx`."""
   return TrainState(step=jnp.zeros((), jnp.int32), params=variables["params"],
-                    opt_state=tx.init(variables["params"]), rng=jax.random.PRNGKey(seed),
+                    opt_state=tx.init(variables["params"]), rng=root_key_data(seed),
                     batch_stats=variables["batch_stats"])
 
 

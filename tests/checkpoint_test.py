@@ -1,7 +1,9 @@
 """Checkpoints in the real loop: resume across schemes, NaN guard, corrupt-checkpoint fallback."""
 
+import json
 import os
 import re
+import shutil
 import tempfile
 from unittest import mock
 
@@ -13,7 +15,7 @@ from absl.testing import absltest
 
 import input_pipeline
 import train
-from hybrid_parallel import checkpointing, faults
+from hybrid_parallel import checkpointing, faults, train_state
 from hybrid_parallel.errors import UserError
 from tests import numerics, testing
 
@@ -52,6 +54,27 @@ class ResumeTest(absltest.TestCase):
     self.assertGreater(moved_by, 1e-3)
     self.assertEqual(jax.tree.structure(got), jax.tree.structure(expected))
     numerics.assert_as_accurate(got, expected, exact_state)
+
+  def test_a_checkpoint_written_before_is_read_and_trained_on(self):
+    # tests/data/checkpoints_2026-11-25: step 2 of this config, written by the code of
+    # 2026-11-25 (before the state's root key was made with jax.random.key and the initialisers
+    # ran on one image). Today's state restores from it unchanged, and the run goes on from it.
+    config = config_for("single", 1, 1, 3, global_batch_size=16, lr_decay="constant")
+    with tempfile.TemporaryDirectory() as workdir:
+      shutil.copytree(os.path.join(os.path.dirname(__file__), "data", "checkpoints_2026-11-25"),
+                      os.path.join(workdir, "checkpoints"))
+      written = saved_state(workdir, 2)
+      train.train_config(config, workdir)
+      resumed = saved_state(workdir, 3)
+      with open(os.path.join(workdir, "metrics.jsonl")) as f:
+        logged = [json.loads(line)["step"] for line in f if "train_loss" in line]
+    self.assertEqual(logged, [3])  # it went on from step 2 (a fresh run logs steps 1, 2 and 3).
+    np.testing.assert_array_equal(written["rng"], train_state.root_key_data(config.seed))
+    self.assertEqual(int(resumed["step"]), 3)
+    np.testing.assert_array_equal(resumed["rng"], written["rng"])
+    moved = max(np.abs(a - b).max() for a, b in zip(jax.tree.leaves(resumed["params"]),
+                                                     jax.tree.leaves(written["params"])))
+    self.assertBetween(moved, 1e-6, 1.0)  # one more step from the written parameters.
 
   def test_a_checkpoint_of_another_model_is_refused(self):
     with tempfile.TemporaryDirectory() as workdir:

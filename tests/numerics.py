@@ -50,7 +50,7 @@ def assert_as_accurate(got, want, exact, *, factor: float = FACTOR) -> None:
     exact: the float64 evaluation of the same computation (same tree structure).
     factor: how many yardsticks the result may be from float64.
   """
-  got_leaves = jax.tree_util.tree_leaves_with_path(got)
+  got_leaves = jax.tree.leaves_with_path(got)
   want_leaves, exact_leaves = jax.tree.leaves(want), jax.tree.leaves(exact)
   if not len(got_leaves) == len(want_leaves) == len(exact_leaves):
     raise AssertionError(f"the trees differ: {len(got_leaves)} leaves under test, "

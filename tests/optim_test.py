@@ -178,7 +178,7 @@ class GroupMultiplierTest(absltest.TestCase):
   def test_conv_and_fc_rates_reach_exactly_their_layers(self):
     net = models.build("alexnet_bn_tiny", 10, image_size=64)
     params = compiler_options.jit_initializer(net.init, jax.devices()[0])(  # op by op: a
-        jax.random.PRNGKey(0), jnp.zeros((1, 64, 64, 3)),  # compile for each operation.
+        jax.random.key(0), jnp.zeros((1, 64, 64, 3)),  # compile for each operation.
         example_ids_B=jnp.zeros(1, jnp.int32))["params"]
     grads = jax.tree.map(np.ones_like, params)  # numpy: one compile per shape otherwise.
     plain = dict(weight_decay=0.0, momentum=0.0)
@@ -186,7 +186,7 @@ class GroupMultiplierTest(absltest.TestCase):
     base, got = (_first_update(optim.make_optimizer(lambda _: 0.01, **settings), grads, params)
                  for settings in (plain, scaled))
     factors = {}
-    for (path, b), g in zip(jax.tree_util.tree_leaves_with_path(base), jax.tree.leaves(got)):
+    for (path, b), g in zip(jax.tree.leaves_with_path(base), jax.tree.leaves(got)):
       factor = float(np.unique(np.asarray(g) / np.asarray(b)).item())
       factors[path[0].key] = factors.get(path[0].key, set()) | {round(factor, 5)}
     self.assertEqual(factors, {"conv1": {8.0}, "conv1_bn": {8.0}, "conv2": {8.0},
