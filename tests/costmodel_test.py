@@ -7,11 +7,11 @@ from absl.testing import absltest, parameterized
 import experiment
 
 from hybrid_parallel import models, partitioning
-from hybrid_parallel.analysis import costmodel, hlo_stats
+from hybrid_parallel.analysis import costmodel, hardware, hlo_stats
 from tests import step_test, testing, variable_batch_test
 
 OWT = models.ARCHITECTURES["alexnet_owt"]
-LINK = costmodel.Link("test", alpha=1e-5, beta=1e-9, gamma=1e-10)
+LINK = hardware.Link("test", alpha=1e-5, beta=1e-9, gamma=1e-10)
 
 
 class ArithmeticTest(parameterized.TestCase):
@@ -74,29 +74,78 @@ class FormulaTest(parameterized.TestCase):
     self.assertGreater(times[2] / times[1], 63 / math.log2(64) * 0.9)
 
 
-class OwtVariantsTest(absltest.TestCase):
+def machine(link, **how) -> hardware.Machine:
+  """8 devices of 1 TFLOP/s on `link`, at full efficiency."""
+  device = hardware.Device("test", {"float32": 1e12}, 1e9, "a test device")
+  return hardware.Machine("test", device, devices_per_node=8, node_link=link, **how)
+
+
+class TimeModelTest(absltest.TestCase):
   PLAN = partitioning.make_plan("owt", 1, 8)
 
-  def time(self, link, variant, updates=1):
-    return costmodel.owt_step_time(OWT, self.PLAN, global_batch=1024, image_size=224,
-                                   num_classes=1000, flops_per_second=1e12, link=link,
-                                   variant=variant, fc_updates_per_step=updates)
+  def time(self, link, variant, updates=1, **how):
+    return costmodel.step_time(OWT, self.PLAN, machine(link, **how), global_batch=1024,
+                               image_size=224, num_classes=1000, owt_variant=variant,
+                               fc_updates_per_step=updates)
+
+  def test_a_machine_calibrated_on_its_one_device_time_predicts_it(self):
+    single = partitioning.make_plan("single", 1, 1)
+    flops = costmodel.training_flops_per_image(OWT, 224, 1000) * 128
+    m = machine(LINK, step_overhead_s=0.01).calibrated(flops_per_step=flops,
+                                                       seconds_per_step=0.5, dtype="float32",
+                                                       source="test")
+    t = costmodel.step_time(OWT, single, m, global_batch=128, image_size=224, num_classes=1000)
+    self.assertAlmostEqual(t["step_s"], 0.5)
+    self.assertAlmostEqual(m.efficiency, flops / 0.49 / 1e12)
 
   def test_free_links_leave_the_compute(self):
-    free = costmodel.Link("free", alpha=0.0, beta=0.0)
+    free = hardware.Link("free", alpha=0.0, beta=0.0)
     for variant in "abc":
       t = self.time(free, variant)
       self.assertAlmostEqual(t["step_s"], t["compute_s"])
-      self.assertEqual(t["communication_s"], 0.0)
+      self.assertAlmostEqual(t["communication_s"], 0.0)
 
   def test_passes_hide_their_transfers_behind_the_fc_compute(self):
     # (c)'s passes move the same bytes as (a)'s gather, but overlap them with compute.
-    slow = costmodel.Link("slow", alpha=1e-5, beta=1 / 2e9)
+    slow = hardware.Link("slow", alpha=1e-5, beta=1 / 2e9)
     a, c = self.time(slow, "a"), self.time(slow, "c")
     self.assertAlmostEqual(a["compute_s"], c["compute_s"])
     self.assertLess(c["communication_s"], a["communication_s"])
     # (b)'s root sends K − 1 messages one after another: slower per pass than (c)'s all-gather.
     self.assertGreater(self.time(slow, "b")["step_s"], c["step_s"])
+
+  def test_how_the_implementation_moved_data(self):
+    n, p = 244e6, 4
+    gradients = costmodel.Transfer("gradients", "allreduce", n, p)
+    activations = costmodel.Transfer("activations", "gather", n, p)
+    plain = machine(LINK)
+    ring = costmodel.allreduce_time("ring", n, p, link=LINK)
+    self.assertAlmostEqual(costmodel.transfer_time(gradients, plain), ring)
+    # Through host memory: every copy crosses the link twice, one after the other (the sum's
+    # arithmetic, γ, is done once).
+    staged = machine(LINK, host_staged=True)
+    reduced = n * (p - 1) / p * LINK.gamma
+    self.assertAlmostEqual(costmodel.transfer_time(activations, staged),
+                           2 * (costmodel.gather_scatter_time(n, p, LINK) - reduced) + reduced)
+    # Two devices behind one uplink share its bandwidth.
+    shared = machine(LINK, devices_per_uplink=2)
+    self.assertAlmostEqual(costmodel.transfer_time(gradients, shared) - ring,
+                           2 * n * (p - 1) / p * LINK.beta)
+    # Yadan et al.'s data parallelism: gradients to the host, which sums p of them, and the
+    # parameters back to every device.
+    host = hardware.Link("host", alpha=0.0, beta=0.0, gamma=1e-11)
+    yadan = machine(LINK, sends_parameters=True, host_memory=host)
+    self.assertAlmostEqual(costmodel.transfer_time(gradients, yadan),
+                           2 * (LINK.alpha + n * LINK.beta) + (p + 1) * n * 1e-11)
+
+  def test_an_overlapped_transfer_costs_only_what_outlasts_the_compute(self):
+    link = hardware.Link("1 GB/s", alpha=0.0, beta=1e-9)
+    second = lambda overlapped: costmodel.Transfer("program", "sent", 1e9, 8,
+                                                   overlapped=overlapped)
+    m = machine(link)
+    self.assertAlmostEqual(costmodel.with_transfers(2.0, [second(True)], m)["step_s"], 2.0)
+    self.assertAlmostEqual(costmodel.with_transfers(0.5, [second(True)], m)["step_s"], 1.0)
+    self.assertAlmostEqual(costmodel.with_transfers(0.5, [second(False)], m)["step_s"], 1.5)
 
 
 class CompiledTrafficTest(parameterized.TestCase):
@@ -126,6 +175,25 @@ class CompiledTrafficTest(parameterized.TestCase):
     # owt, the int32 labels and example ids gathered along with the features (under 8 bytes per
     # example).
     self.assertBetween(measured - expected, 0, 8 * batch + 64)
+
+  @parameterized.named_parameters(("butterfly", "averaging", "butterfly"),
+                                  ("asgd", "asgd", None))
+  def test_the_local_sgd_meetings_send_the_analytic_bytes(self, scheme, method):
+    # Every branch of the meeting as the program lists them: butterfly's two stages (one runs
+    # per sync), A-SGD's push and its warm-start branch.
+    config = testing.tiny_config(parallelism=scheme, mesh=dict(data=4, model=1),
+                                 global_batch_size=16)
+    if method:
+      config.average_method = method
+    step = experiment.lower_train_step(experiment.resolve(config), num_classes=10,
+                                       **testing.SCHEDULE)
+    hlo = step.lowered.compile().as_text()
+    measured = sum(s.bytes_per_device for s in hlo_stats.collective_stats(hlo, 4).values())
+    expected = costmodel.local_sgd_traffic(
+        models.ARCHITECTURES["alexnet_tiny"], replicas=4,
+        exchange=method or "parameter_server", image_size=testing.IMAGE_SIZE, num_classes=10)
+    # Beyond them the step all-reduces its two metrics (and a ring stage a few int32s).
+    self.assertBetween(measured - expected["in_program"], 0, 64)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
-"""The tables of the time model's predictions (docs/communication.md), from scaling_model.json
-(benchmarks/choosing/scaling_model.py)."""
+"""The tables of the time model against the papers (docs/communication.md), from
+scaling_model.json (benchmarks/choosing/scaling_model.py)."""
 
 from benchmarks import per_row, table
 
@@ -14,26 +14,35 @@ def scaling_model(result) -> str:
                  for n in devices))
 
 
-# Yadan et al.'s Table 1 through the α-β model.
+# Yadan et al.'s Table 1 through the time model.
 scaling_model_yadan = per_row(
     ("configuration", "{configuration}"), ("mesh", "{mesh}"),
-    ("MB per device and step", "{mb_per_device}"), ("predicted days", "{predicted_days}"),
-    ("paper days", "{paper_days}"), ("predicted speed-up", "{predicted_speedup}"),
-    ("paper speed-up", "{paper_speedup}"),
-    ("bandwidth the paper's days imply", lambda r: "—" if r["implied_gb_per_s"] is None
-     else f"{r['implied_gb_per_s']} GB/s"),
+    ("paper days", "{paper}"), ("predicted days", "{predicted}"),
+    ("predicted ÷ paper", "{ratio}"), ("paper speed-up", "{paper_speedup}"),
+    ("predicted speed-up", "{predicted_speedup}"),
+    ("predicted compute / communication s per step", "{compute_s} / {communication_s}"),
     rows=lambda result: result["yadan_table1"])
 
-# Krizhevsky 2014's owt schemes on 8 K20s through the α-β model.
-scaling_model_owt = per_row(
-    ("scheme", "({variant})"), ("FC updates per step", "{fc_updates_per_step}"),
-    ("batches (conv, FC)", lambda r: r["batches (conv, FC)"]), ("predicted s per step", "{step_s}"),
-    ("exposed communication s", "{exposed_communication_s}"),
-    ("predicted speed-up", "{predicted_speedup}"),
-    ("Krizhevsky's speed-up", "{krizhevsky_speedup}"),
-    rows=lambda result: result["owt_variants_k20"]["rows"])
+# Krizhevsky 2014's Table 1 through the time model.
+scaling_model_krizhevsky = per_row(
+    ("GPUs", "{gpus}"), ("batches (conv, FC)", lambda r: r["batches (conv, FC)"]),
+    ("as", "{scheme}"), ("paper speed-up", "{paper}"), ("predicted speed-up", "{predicted}"),
+    ("predicted ÷ paper", "{ratio}"), rows=lambda result: result["krizhevsky2014_table1"])
 
+
+def _value(value) -> str:
+  if isinstance(value, dict):
+    return ", ".join(f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}"
+                     for k, v in value.items())
+  return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+# The constants of the papers' machines, each with its source.
+scaling_model_constants = per_row(
+    ("machine", "{machine}"), ("constant", "{constant}"), ("value", lambda r: _value(r["value"])),
+    ("source", "{source}"), rows=lambda result: result["constants"])
 
 TABLES = {"scaling_model": (scaling_model, "scaling_model.json"),
           "scaling_model_yadan": (scaling_model_yadan, "scaling_model.json"),
-          "scaling_model_owt": (scaling_model_owt, "scaling_model.json")}
+          "scaling_model_krizhevsky": (scaling_model_krizhevsky, "scaling_model.json"),
+          "scaling_model_constants": (scaling_model_constants, "scaling_model.json")}

@@ -46,7 +46,7 @@ process is host 0, since a process can mock only as many GPUs per host as it has
 compiled for 8 devices and this GPU runs device 0's share of the compute. Current XLA skips a
 mocked collective at run time (no modelled sleep; openxla/xla PR #40443), so the measured step is
 one device's compute alone; the predicted 8-GPU step adds the bytes the HLO sends per device
-that the schedule does not overlap with compute, over NVLink and over a 400 Gb/s NIC (LINKS).
+that the schedule does not overlap with compute, over NVLink and over a 400 Gb/s NIC (MACHINES).
 Sharded autotuning is turned off in the workers (it waits for the other processes). Timings,
 not numerics: nothing is exchanged and the results are garbage. On a CPU (--dry_run) the same
 programs run on simulated CPU devices instead.
@@ -74,7 +74,7 @@ import benchmarks
 from benchmarks.common import main_runs, step_timing, torch_alexnet
 from benchmarks.speed import accelerator_tables
 from hybrid_parallel import platforms
-from benchmarks.speed.gpu_topologies import GPUS
+from hybrid_parallel.analysis import hardware
 
 # JAX would take 75% of the GPU's memory at its first use, leaving the PyTorch worker too little;
 # with this it takes what it uses (and the device's peak figure means something).
@@ -341,12 +341,11 @@ def tuning(sizes: Sizes) -> list[dict]:
   return rows
 
 
-# Bytes per second one GPU sends, for the predicted 8-GPU step: NVLink 4 (H100/H200 SXM: 900 GB/s
-# both directions, 450 each way; NCCL's measured ring bandwidth is lower, so this is a floor on
-# the time) and one 400 Gb/s NIC per GPU (hosts of one GPU each).
-# An H100/H200 node's links (benchmarks/speed/gpu_topologies.py, where benchmarks/speed/gpu_compile.py's
-# predictions take them from too).
-LINKS = {"nvlink": GPUS["h100"].nvlink_bus_bytes_per_s, "nic": GPUS["h100"].nic_bytes_per_s}
+# The predicted 8-GPU step of a mocked run: its measured compute and its collectives through the
+# time model (analysis/costmodel.py), on one H100/H200 node's NVLink and, for comparison, with
+# each GPU on its own node behind a 400 Gb/s NIC (analysis/hardware.py).
+MACHINES = {"nvlink": hardware.gpu_node("h100"),
+            "nic": hardware.gpu_node("h100", gpus_per_node=1, nodes=8)}
 
 # One mocked program compiles and runs in well under this; more is a hang (seen: data 8×1 on
 # JAX 0.11.2 ran out its 291 s).
@@ -357,7 +356,7 @@ def mock_worker(name: str, sizes: Sizes) -> dict:
   """Runs in its own process (`--worker=mock:NAME`) whose environment holds the mocked
   topology (or, dry, the simulated CPU devices)."""
   import jax
-  from hybrid_parallel.analysis import hlo_stats
+  from hybrid_parallel.analysis import costmodel, hlo_stats
   # A worker that hangs prints every thread's stack before its parent's time limit stops it.
   faulthandler.dump_traceback_later(MOCK_WORKER_TIMEOUT_S - 15, exit=False)
   topology = os.environ.get("JAX_MOCK_GPU_TOPOLOGY")
@@ -374,20 +373,26 @@ def mock_worker(name: str, sizes: Sizes) -> dict:
   hlo = compiled.as_text()
   stats = hlo_stats.collective_stats(hlo, len(devices))
   sent = sum(s.bytes_per_device for s in stats.values())
-  all_reduces = [c for c in hlo_stats.async_collectives(hlo) if c.kind == "all-reduce"]
+  asynchronous = hlo_stats.async_collectives(hlo)
+  all_reduces = [c for c in asynchronous if c.kind == "all-reduce"]
   overlapped = sum(c.bytes for c in all_reduces if c.compute_ops_in_flight > 0)
-  # The all-reduce traffic the schedule hides behind compute, as a share of all of it; the rest
-  # of what is sent is exposed (the mock skips collectives: its step is compute alone).
-  hidden = (stats["all-reduce"].bytes_per_device * overlapped / sum(c.bytes for c in all_reduces)
-            if all_reduces else 0.0)
+  in_flight = {c.name for c in asynchronous if c.compute_ops_in_flight > 0}
+  # Each collective as the program sends it; the mock skips them, so its step is compute alone.
+  transfers = [costmodel.Transfer("program", "sent", sum(op.sent) / len(op.sent), len(op.sent),
+                                  overlapped=op.name in in_flight)
+               for op in hlo_stats.collectives(hlo, len(devices))]
+  predicted = {name: costmodel.with_transfers(
+      seconds, [dataclasses.replace(t, crosses_nodes=name == "nic") for t in transfers],
+      machine)["step_s"] for name, machine in MACHINES.items()}
+  hidden = sum(t.bytes for t in transfers if t.overlapped)
   step_ms = 1e3 * seconds
   return {"name": name, "config": name, "model": model, "scheme": scheme,
           "mesh": [data, model_ways], "global_batch": batch, "devices": len(devices),
           "platform": devices[0].platform, "process_count": jax.process_count(),
           "step_ms": round(step_ms, 2), "compile_s": round(compile_s, 1),
           "bytes_per_device": sent, "exposed_bytes_per_device": round(sent - hidden),
-          "predicted_step_ms": round(step_ms + 1e3 * (sent - hidden) / LINKS["nvlink"], 2),
-          "predicted_step_ms_over_nic": round(step_ms + 1e3 * (sent - hidden) / LINKS["nic"], 2),
+          "predicted_step_ms": round(1e3 * predicted["nvlink"], 2),
+          "predicted_step_ms_over_nic": round(1e3 * predicted["nic"], 2),
           "async_all_reduces": len(all_reduces),
           "all_reduces_with_compute_in_flight": sum(c.compute_ops_in_flight > 0
                                                     for c in all_reduces),

@@ -17,14 +17,14 @@ compile-only devices (experiment.lower_train_step, the step train.py runs) at th
   (analysis/costmodel.py), and which of them cross hosts;
 - the collectives XLA made asynchronous and the compute ops scheduled while each is in flight
   (the scheduled HLO: hlo_stats.async_collectives);
-- a predicted step: compute + exposed communication + whatever overlapped communication outlasts
-  the compute. Compute is the one-GPU step measured on an H200 (docs/gpu.json's bare step, the
-  same model or the two-column alexnet, the dtype, the batch nearest the device's share) scaled
-  to the device's FLOPs; an H100 has the same processor, so its rows assume the same rate (an
-  H100 is up to 1.4× slower where the step is memory-bound: its HBM is 3.35 TB/s, not 4.8).
-  Communication is each collective's bytes at the node's NVLink all-reduce bus bandwidth, or at
-  the per-GPU 400 Gb/s NIC where its groups cross hosts; a collective with compute in flight is
-  counted as overlapped, the rest as exposed.
+- a predicted step, through the one time model (analysis/costmodel.py): compute from the device's
+  FLOPs at the one-GPU curve measured on an H200 (docs/gpu.json's bare step, the same model or
+  the two-column alexnet, the dtype: a fixed time per step and a share of the peak, from its
+  batch-128 and batch-512 points; an H100 has the same processor, so its rows assume the same
+  curve — up to 1.4× slower where the step is memory-bound: its HBM is 3.35 TB/s, not 4.8);
+  each compiled collective's bytes at the node's NVLink all-reduce bus bandwidth, or at the
+  per-GPU 400 Gb/s NIC where its groups cross hosts (analysis/hardware.py); a collective with
+  compute in flight costs what outlasts the compute, the rest is exposed.
 
 `1x1x8` is one node; on `1x2x8` (two nodes of eight) each config's data axis doubles across the
 nodes, and its batches with it (`single` becomes data 2×1): each node holds the config's mesh,
@@ -35,6 +35,7 @@ topology, config, dtype). --largest_batch: the largest power-of-two global batch
 Nothing here runs on a GPU.
 """
 
+import dataclasses
 import json
 import os
 import time
@@ -44,9 +45,10 @@ from absl import app, flags
 import benchmarks
 from benchmarks.common import compile_only
 from benchmarks.common.compile_only import CONFIGS as COMPILED_CONFIGS
-from hybrid_parallel import platforms
 from benchmarks.speed import gpu_topologies
 from benchmarks.speed.gpu_topologies import GPUS, TOPOLOGIES
+from hybrid_parallel import platforms
+from hybrid_parallel.analysis import costmodel, hardware
 
 # docs/gpu.json's one-GPU rows (H200, JAX 0.11.2, 2026-11-23): the compute rate of the predictions.
 MEASURED = os.path.join(benchmarks.DOCS, "gpu.json")
@@ -90,34 +92,41 @@ def _spread_over_hosts(config, topology: str):
   return config
 
 
-def compute_rate(model: str, dtype: str, *, per_device_images: float, measured: list[dict]):
-  """FLOP/s of the measured one-GPU step nearest this one, and which row it is."""
-  rows = [r for r in measured if r["dtype"] == dtype and
-          r["model"] == (model if any(m["model"] == model for m in measured) else "alexnet")]
-  row = min(rows, key=lambda r: abs(r["batch"] - per_device_images))
-  return (row["flops_per_image"] * row["images_per_sec"],
-          f"H200 {row['model']} {row['dtype']} batch {row['batch']}")
+def calibrated_node(gpu: str, topology: str, model: str, dtype: str, *,
+                    measured: list[dict]) -> hardware.Machine:
+  """The node(s) of `topology` with the one-GPU curve measured on an H200 (docs/gpu.json's bare
+  step of the same model — or the two-column alexnet — and dtype): t(b) = t0 + b/r∞ through its
+  batch-128 and batch-512 points gives the step's fixed time t0 and the FLOPs' share of the peak
+  (an H100 has the same processor: the same curve; up to 1.4× slower where memory-bound)."""
+  rows = {r["batch"]: r for r in measured if r["dtype"] == dtype and r["model"] == (
+      model if any(m["model"] == model for m in measured) else "alexnet")}
+  small, large = rows[128], rows[512]
+  per_image = (large["step_ms"] - small["step_ms"]) / 1e3 / (512 - 128)
+  overhead = small["step_ms"] / 1e3 - 128 * per_image
+  hosts = int(topology.split("x")[1])
+  machine = dataclasses.replace(hardware.gpu_node(gpu, nodes=hosts), step_overhead_s=overhead)
+  return machine.calibrated(flops_per_step=large["flops_per_image"] * 512,
+                            seconds_per_step=large["step_ms"] / 1e3, dtype=dtype,
+                            source=f"H200 {large['model']} {dtype}: batches 128 and 512")
 
 
-def predict(ops, async_ops, *, mesh, gpu, compute_s: float) -> dict:
-  """The step from the compute and the program's collectives (module docstring)."""
+def predict(ops, async_ops, *, mesh, machine, arch, plan, config) -> dict:
+  """The step through the time model (costmodel.step_time), its transfers the compiled
+  program's collectives: each on NVLink or, where its groups cross hosts, on the network, and
+  hidden behind compute where XLA runs it with compute in flight."""
   overlapped = {c.name for c in async_ops if c.compute_ops_in_flight > 0}
-  exposed_s = overlapped_s = 0.0
-  crossing_bytes = 0.0
-  for op in ops:
-    crosses = gpu_topologies.crosses_hosts(op, mesh)
-    sent = sum(op.sent) / len(op.sent)
-    crossing_bytes += sent if crosses else 0.0
-    seconds = sent / (gpu.nic_bytes_per_s if crosses else gpu.nvlink_bus_bytes_per_s)
-    if op.name in overlapped:
-      overlapped_s += seconds
-    else:
-      exposed_s += seconds
-  step_s = compute_s + exposed_s + max(0.0, overlapped_s - compute_s)
-  return {"compute_ms": round(1e3 * compute_s, 3), "exposed_comm_ms": round(1e3 * exposed_s, 3),
-          "overlapped_comm_ms": round(1e3 * overlapped_s, 3),
-          "crossing_hosts_mb": round(crossing_bytes / 1e6, 2),
-          "predicted_step_ms": round(1e3 * step_s, 3)}
+  transfers = [costmodel.Transfer("program", "sent", sum(op.sent) / len(op.sent),
+                                  len(op.sent), gpu_topologies.crosses_hosts(op, mesh),
+                                  op.name in overlapped) for op in ops]
+  t = costmodel.step_time(arch, plan, machine, global_batch=config.global_batch_size,
+                          image_size=config.image_size, num_classes=compile_only.NUM_CLASSES,
+                          dtype=config.dtype, transfers=transfers)
+  seconds = lambda chosen: sum(costmodel.transfer_time(x, machine) for x in chosen)
+  return {"compute_ms": round(1e3 * t["compute_s"], 3),
+          "exposed_comm_ms": round(1e3 * seconds(x for x in transfers if not x.overlapped), 3),
+          "overlapped_comm_ms": round(1e3 * seconds(x for x in transfers if x.overlapped), 3),
+          "crossing_hosts_mb": round(sum(x.bytes for x in transfers if x.crosses_nodes) / 1e6, 2),
+          "predicted_step_ms": round(1e3 * t["step_s"], 3)}
 
 
 def compile_row(gpu: str, topology: str, name: str, *, dtype: str, devices, measured,
@@ -126,7 +135,7 @@ def compile_row(gpu: str, topology: str, name: str, *, dtype: str, devices, meas
   import jax
   import experiment
   from hybrid_parallel import models
-  from hybrid_parallel.analysis import costmodel, hlo_stats
+  from hybrid_parallel.analysis import hlo_stats
   from hybrid_parallel.errors import UserError
 
   config = _spread_over_hosts(compile_only.config(name, dtype, **overrides), topology)
@@ -149,16 +158,12 @@ def compile_row(gpu: str, topology: str, name: str, *, dtype: str, devices, meas
   facts = compile_only.program_facts(compiled, config=config, plan=plan)
   hlo = compiled.as_text()
   async_ops = hlo_stats.async_collectives(hlo)
-  flops = costmodel.training_flops_per_image(models.ARCHITECTURES[config.model],
-                                             config.image_size, compile_only.NUM_CLASSES)
-  devices_used = plan.data * plan.model
-  rate, rate_from = compute_rate(config.model, dtype, measured=measured,
-                                 per_device_images=config.global_batch_size / devices_used)
-  prediction = predict(hlo_stats.collectives(hlo, devices_used), async_ops, mesh=mesh,
-                       gpu=GPUS[gpu], compute_s=flops * config.global_batch_size
-                       / devices_used / rate)
+  machine = calibrated_node(gpu, topology, config.model, dtype, measured=measured)
+  prediction = predict(hlo_stats.collectives(hlo, plan.data * plan.model), async_ops, mesh=mesh,
+                       machine=machine, arch=models.ARCHITECTURES[config.model], plan=plan,
+                       config=config)
   capacity = JAX_MEMORY_FRACTION * GPUS[gpu].memory_bytes
-  return {**row, "compiled": True, "compile_s": round(compile_s, 1), "devices": devices_used,
+  return {**row, "compiled": True, "compile_s": round(compile_s, 1), "devices": plan.data * plan.model,
           "hosts": len({d.process_index for d in mesh.devices.flat}),
           "axes_crossing_hosts": gpu_topologies.axes_crossing_hosts(mesh),
           "hbm_gib": round(facts["hbm_bytes"] / 2**30, 3),
@@ -169,7 +174,7 @@ def compile_row(gpu: str, topology: str, name: str, *, dtype: str, devices, meas
           "async_with_compute_in_flight": sum(c.compute_ops_in_flight > 0 for c in async_ops),
           "async": [{"kind": c.kind, "mb": round(c.bytes / 1e6, 3),
                      "compute_ops_in_flight": c.compute_ops_in_flight} for c in async_ops],
-          "compute_from": rate_from, **prediction,
+          "compute_from": machine.calibrated_from, **prediction,
           "predicted_images_per_sec": round(1e3 * config.global_batch_size
                                             / prediction["predicted_step_ms"])}
 
@@ -178,7 +183,7 @@ def ranking(rows: list[dict]) -> list[dict]:
   """Predicted speed-ups on one 8-GPU node over one GPU at batch 128 (bfloat16, alexnet_owt, as
   measured), beside Krizhevsky 2014's on 8 K20s: owt8's (a), (b), (c) and data-parallel 8×1."""
   result = []
-  measured = _measured()
+  measured = one_gpu_rows()
   for gpu in GPUS:
     base = next(r for r in measured if (r["model"], r["dtype"], r["batch"]) ==
                 ("alexnet_owt", "bfloat16", 128))["images_per_sec"]
@@ -198,7 +203,7 @@ def ranking(rows: list[dict]) -> list[dict]:
   return result
 
 
-def _measured() -> list[dict]:
+def one_gpu_rows() -> list[dict]:
   with open(MEASURED) as f:
     return json.load(f)["sections"]["single_device"]["result"]
 
@@ -225,17 +230,21 @@ def largest_batches(gpu: str, devices, *, known: list[dict], measured) -> list[d
   return rows
 
 
-def main(argv):
-  del argv
-  # No GPU to tune kernels on: XLA's sharded autotuning can hang a compile-only program
-  # (openxla/xla#28959; MaxText's train_compile.py turns it off too).
+def without_sharded_autotuning() -> None:
+  """No GPU to tune kernels on: XLA's sharded autotuning can hang a compile-only program
+  (openxla/xla#28959; MaxText's train_compile.py turns it off too). Before JAX starts."""
   os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
                              " --xla_gpu_shard_autotuning=false").strip()
+
+
+def main(argv):
+  del argv
+  without_sharded_autotuning()
   platforms.start()  # before anything queries the devices.
   reason = gpu_topologies.unavailable_reason()
   if reason:
     raise SystemExit(f"error: {reason}.")
-  measured = _measured()
+  measured = one_gpu_rows()
   if _DRY_RUN.value:
     devices = gpu_topologies.topology_devices("h100", "1x1x8")
     row = compile_row("h100", "1x1x8", "hybrid4", dtype="bfloat16", devices=devices,

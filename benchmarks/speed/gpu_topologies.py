@@ -1,6 +1,6 @@
 """NVIDIA GPU nodes to compile for without a GPU (the CUDA plugin's compile-only devices, as
-MaxText's train_compile.py uses them), with the figures benchmarks/speed/gpu_compile.py's predictions
-divide by.
+MaxText's train_compile.py uses them). What the time model needs of them — peaks, memory, links —
+is in hybrid_parallel/analysis/hardware.py.
 
 `jax.experimental.topologies.get_topology_desc("", platform="cuda", target_config=TEXT,
 topology="SLICES x HOSTS x GPUS")` needs only jax[cuda12] or jax[cuda13] installed — no GPU and no
@@ -15,6 +15,7 @@ import importlib.util
 import os
 
 from hybrid_parallel import platforms
+from hybrid_parallel.analysis import hardware
 
 # Compute capability 9.0 (Hopper): the CUDA C++ Programming Guide's table of technical
 # specifications per compute capability — the same for the H100 and the H200.
@@ -37,9 +38,6 @@ class Gpu:
   memory_bytes: int  # what the driver reports: nvidia-smi's memory.total
   memory_bytes_per_s: float
   l2_bytes: int
-  bf16_flops: float  # dense
-  nvlink_bus_bytes_per_s: float  # all-reduce bus bandwidth over the node's NVLink switch
-  nic_bytes_per_s: float  # the node's network, per GPU (one NIC per GPU)
 
   def target_config(self) -> str:
     """The GpuTargetConfigProto text the CUDA plugin compiles for."""
@@ -54,19 +52,13 @@ class Gpu:
             f'device_description_str: "{self.name}"\n')
 
 
-# H100 SXM5 (NVIDIA's H100 datasheet): 132 SMs at 1.98 GHz, 80 GB HBM3 at 3.35 TB/s, 50 MB L2,
-# 989 TFLOP/s dense bf16; its memory as XLA's h100_sxm spec records the driver's figure.
-# H200 SXM (NVIDIA's H200 datasheet): the same GH100 processor with 141 GB of HBM3e at 4.8 TB/s;
-# the lent H200 reported 143,771 MiB (docs/gpu.json, 2026-11-23).
-# NVLink 4 (both): 900 GB/s per GPU, of which an 8-GPU all-reduce reaches ≈ 370 GB/s of bus
-# bandwidth (nccl-tests on DGX H100, NVIDIA's figures). Between nodes: one 400 Gb/s ConnectX-7
-# NIC per GPU (DGX H100 / H200), 50 GB/s.
-_NODE_LINKS = {"nvlink_bus_bytes_per_s": 370e9, "nic_bytes_per_s": 400e9 / 8}
+# H100 SXM5 (NVIDIA's H100 datasheet): 132 SMs at 1.98 GHz, HBM3 at 3.35 TB/s, 50 MB L2. H200 SXM
+# (NVIDIA's H200 datasheet): the same GH100 processor with HBM3e at 4.8 TB/s. Their memory as
+# analysis/hardware.py records it.
 GPUS = {
-    "h100": Gpu("NVIDIA H100 80GB HBM3", 132, 1.98, 84_942_979_072, 3.35e12, 50 * 2**20, 989e12,
-                **_NODE_LINKS),
-    "h200": Gpu("NVIDIA H200", 132, 1.98, 143_771 * 2**20, 4.8e12, 50 * 2**20, 989e12,
-                **_NODE_LINKS),
+    "h100": Gpu("NVIDIA H100 80GB HBM3", 132, 1.98, int(hardware.H100.memory_bytes), 3.35e12,
+                50 * 2**20),
+    "h200": Gpu("NVIDIA H200", 132, 1.98, int(hardware.H200.memory_bytes), 4.8e12, 50 * 2**20),
 }
 # One node of 8 GPUs, and two such nodes (the hosts are the topology's processes).
 TOPOLOGIES = ("1x1x8", "1x2x8")

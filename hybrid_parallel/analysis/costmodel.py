@@ -1,4 +1,5 @@
-"""Analytic cost of a training step: per-layer FLOPs, the traffic each scheme needs, α-β times.
+"""The one model of a training step: per-layer FLOPs, the bytes each scheme must move, and the
+time a step takes on a described machine (analysis/hardware.py).
 
 Conventions: 1 multiply-add = 2 FLOPs; training = 3 × forward (backward = 2 × forward). Bytes are
 what one device sends per step with bandwidth-optimal collectives: an all-reduce of n bytes over
@@ -11,21 +12,20 @@ Collective times (Thakur, Rabenseifner & Gropp 2005; α latency, β s/byte, γ s
   tree              2⌈lg p⌉·(α + nβ) + ⌈lg p⌉·nγ             (binomial reduce + broadcast)
   parameter_server  2(p−1)·(α + nβ) + (p−1)·nγ               (serialised at the root)
   psum              as ring (what NCCL and most runtimes use for large messages)
+
+A step (`step_time`): each device's compute — its layers' FLOPs at its local batch and widths, at
+the machine's calibrated share of the peak, plus a fixed per-step time — and each transfer, on
+the link it crosses, as the machine's implementation moves it (`hardware.Machine`: staged through
+the host, parameters sent back, uplinks shared); a transfer XLA schedules while compute runs
+(`Transfer.overlapped`) costs only what outlasts the compute, and owt's (b)/(c) passes hide their
+transfers behind the FC compute of the pass before.
 """
 
 import dataclasses
 import math
 
 from hybrid_parallel import models, partitioning
-
-@dataclasses.dataclass(frozen=True)
-class Link:
-  """An interconnect in the α-β-γ model."""
-  name: str
-  alpha: float  # seconds per message
-  beta: float  # seconds per byte sent
-  gamma: float = 0.0  # seconds per byte reduced
-
+from hybrid_parallel.analysis.hardware import Link, Machine
 
 def allreduce_time(algorithm: str, n: float, p: int, *, link: Link) -> float:
   """Seconds for a sum all-reduce of `n` bytes over `p` devices (module docstring formulas)."""
@@ -155,74 +155,228 @@ def compute_flops_per_device(arch, plan, *, global_batch: int, image_size: int,
   return total
 
 
-def step_time(arch, plan, *, global_batch: int, image_size: int, num_classes: int,
-              flops_per_second: float, link: Link, algorithm: str = "ring",
-              bytes_per_value: int = 4) -> dict:
-  """Predicted seconds per step: compute + communication (no overlap), by part."""
-  compute = compute_flops_per_device(arch, plan, global_batch=global_batch,
-                                     image_size=image_size,
-                                     num_classes=num_classes) / flops_per_second
-  comm = 0.0
-  for _, kind, n, p in _transfers(arch, plan, global_batch, image_size, num_classes,
-                                  bytes_per_value):
-    comm += (allreduce_time(algorithm, n, p, link=link) if kind == "allreduce"
-             else gather_scatter_time(n, p, link))
-  return {"compute_s": compute, "communication_s": comm, "step_s": compute + comm}
+@dataclasses.dataclass(frozen=True)
+class Transfer:
+  """One collective of a step, as the time model charges it.
+
+  Attributes:
+    purpose: "gradients" or "activations".
+    kind: "allreduce", or "gather" (a forward all-gather and the backward reduce-scatter of its
+      gradient, together), or "sent" (a collective read from a compiled program: `bytes` is what
+      each device sends, the algorithm's choice made already).
+    bytes: n, the summed or gathered tensor (or, for "sent", each device's bytes).
+    devices: p, the devices in each group.
+    crosses_nodes: its groups join devices of different nodes (it runs on the network).
+    overlapped: XLA runs it while compute is in flight (its asynchronous collectives).
+  """
+  purpose: str
+  kind: str
+  bytes: float
+  devices: int
+  crosses_nodes: bool = False
+  overlapped: bool = False
 
 
-def owt_step_time(arch, plan, *, global_batch: int, image_size: int, num_classes: int,
-                  flops_per_second: float, link: Link, variant: str = "a",
-                  fc_updates_per_step: int = 1, algorithm: str = "ring",
-                  bytes_per_value: int = 4) -> dict:
-  """Predicted seconds per step of `owt` with the FC stage run as `variant` (a, b or c).
+def analytic_transfers(arch, plan, *, global_batch: int, image_size: int, num_classes: int,
+                       bytes_per_value: int = 4, activation_bytes: int | None = None,
+                       crossing_axes: tuple[str, ...] = ()) -> list[Transfer]:
+  """The minimum transfers of a step (those the compiled programs were shown to send), gradients
+  in `bytes_per_value`, activations in `activation_bytes` (default the same); a transfer over a
+  mesh axis in `crossing_axes` crosses nodes."""
+  activation_bytes = activation_bytes or bytes_per_value
+  crossing = {"gradients": any(axis in crossing_axes for axis in plan.conv_batch_axes),
+              "activations": "model" in crossing_axes}
+  return [Transfer(purpose, kind, n * (activation_bytes / bytes_per_value
+                                       if purpose == "activations" else 1), p,
+                   crosses_nodes=crossing[purpose])
+          for purpose, kind, n, p in _transfers(arch, plan, global_batch, image_size,
+                                                num_classes, bytes_per_value) if p > 1]
 
-  The conv stage and the gradient all-reduces are `step_time`'s. The FC stage differs:
-    (a) the data group's conv features are gathered, the FC layers run on all K·b rows, the
-        feature gradients are reduce-scattered: transfer, compute, transfer, one after another;
-    (b) K passes; in pass k worker k sends its b rows to each of the K − 1 others, one message
-        after another on its own link ((K − 1)·(α + n_pass·β) each way, n_pass = b rows);
-    (c) K passes; each is an all-gather (and reduce-scatter back) of b/K rows from every worker.
-  In (b) and (c) the transfer of pass k + 1 overlaps the FC compute of pass k (and the gradient
-  of pass k − 1 travels back meanwhile), so the stage takes x + f + (K − 1)·max(f, x + y) + y
-  for a pass's forward transfer x, FC compute f and backward transfer y. With
-  `fc_updates_per_step` = K the FC gradients are also all-reduced over "data" after every pass.
-  Beyond the model: how well small GEMMs use a GPU, and any per-pass fixed costs.
+
+def compute_time(arch, plan, machine: Machine, *, global_batch: int, image_size: int,
+                 num_classes: int, dtype: str = "float32") -> float:
+  """Seconds one device computes per step: its FLOPs at the machine's calibrated share of the
+  peak, plus its fixed per-step time."""
+  flops = compute_flops_per_device(arch, plan, global_batch=global_batch, image_size=image_size,
+                                   num_classes=num_classes)
+  return machine.step_overhead_s + flops / (machine.device.peak_flops[dtype] * machine.efficiency)
+
+
+def transfer_time(transfer: Transfer, machine: Machine, *, algorithm: str = "ring") -> float:
+  """Seconds of one transfer on the link it crosses, as the machine's implementation moves it."""
+  n, p = transfer.bytes, transfer.devices
+  if transfer.crosses_nodes:
+    link = machine.network
+  else:
+    link, share = machine.node_link, min(machine.devices_per_uplink, p)
+    # Staged through the host: each copy crosses the PCIe link twice, one after the other;
+    # devices behind one uplink share its bandwidth.
+    hops = 2 if machine.host_staged else 1
+    link = Link(link.name, alpha=hops * link.alpha, beta=hops * share * link.beta,
+                gamma=link.gamma)
+    if machine.sends_parameters and transfer.purpose == "gradients":
+      # To the host and back, every device at once on its own uplink; the host sums p of them.
+      host = machine.host_memory.gamma if machine.host_memory else 0.0
+      return 2 * (machine.node_link.alpha + n * share * machine.node_link.beta) + (p + 1) * n * host
+  if transfer.kind == "sent":
+    return link.alpha + n * link.beta
+  if transfer.kind == "allreduce":
+    return allreduce_time(algorithm, n, p, link=link)
+  return gather_scatter_time(n, p, link)
+
+
+def step_time(arch, plan, machine: Machine, *, global_batch: int, image_size: int,
+              num_classes: int, dtype: str = "float32", transfers: list[Transfer] | None = None,
+              algorithm: str = "ring", owt_variant: str = "a",
+              fc_updates_per_step: int = 1) -> dict:
+  """Predicted seconds of one step of `plan` on `machine` (module docstring).
+
+  Args:
+    transfers: the step's collectives (read from its compiled program, say); default its
+      analytic minimum in `dtype`'s width for the activations, float32 for the gradients.
+    owt_variant, fc_updates_per_step: owt's FC stage as Krizhevsky's (b) or (c) passes, with an
+      FC update per pass (his variable batch size) when `fc_updates_per_step` = K.
 
   Returns:
-    compute_s, communication_s (exposed), and step_s, the seconds of one step.
+    compute_s, communication_s (what of it is not hidden), step_s.
   """
+  compute = compute_time(arch, plan, machine, global_batch=global_batch, image_size=image_size,
+                         num_classes=num_classes, dtype=dtype)
+  if transfers is None:
+    transfers = analytic_transfers(arch, plan, global_batch=global_batch, image_size=image_size,
+                                   num_classes=num_classes,
+                                   activation_bytes=2 if dtype == "bfloat16" else 4)
+  if plan.layout.conv_batch_over_model and owt_variant != "a" and plan.model > 1:
+    return _owt_passes(arch, plan, machine, compute=compute, transfers=transfers,
+                       global_batch=global_batch, image_size=image_size,
+                       num_classes=num_classes, dtype=dtype, algorithm=algorithm,
+                       variant=owt_variant, fc_updates_per_step=fc_updates_per_step)
+  return with_transfers(compute, transfers, machine, algorithm=algorithm)
+
+
+def with_transfers(compute_s: float, transfers: list[Transfer], machine: Machine, *,
+                   algorithm: str = "ring") -> dict:
+  """A step of `compute_s` seconds (predicted, or measured on a mocked topology, whose
+  collectives do not run) and its `transfers` on `machine`: what is not overlapped adds to the
+  compute, what is overlapped only where it outlasts it."""
+  exposed = sum(transfer_time(t, machine, algorithm=algorithm) for t in transfers
+                if not t.overlapped)
+  hidden = sum(transfer_time(t, machine, algorithm=algorithm) for t in transfers
+               if t.overlapped)
+  communication = exposed + max(0.0, hidden - compute_s)
+  return {"compute_s": compute_s, "communication_s": communication,
+          "step_s": compute_s + communication}
+
+
+def _owt_passes(arch, plan, machine: Machine, *, compute: float, transfers: list[Transfer],
+                global_batch, image_size, num_classes, dtype, algorithm, variant,
+                fc_updates_per_step) -> dict:
+  """owt with its FC stage in K passes (Krizhevsky's (b) and (c)): the conv stage and its
+  gradient sum as in (a); in pass k + 1 the features travel while pass k's FC layers compute, so
+  the FC stage takes x + f + (K − 1)·max(f, x + y) + y for a pass's forward transfer x, FC
+  compute f and backward transfer y. (b) sends each worker's rows to the others one message after
+  another; (c) all-gathers a K-th of every worker's rows. With `fc_updates_per_step` = K the FC
+  gradients are all-reduced over "data" after every pass."""
   k = plan.model
-  data_group_batch = global_batch // plan.data
   per_layer = layers(arch, image_size, num_classes)
-  conv_layers = [layer for layer in per_layer if layer.kind == "conv"]
-  fc_layers = [layer for layer in per_layer if layer.kind == "fc"]
-  conv_compute = sum(6.0 * layer.macs * global_batch / plan.batch_divisor
-                     for layer in conv_layers) / flops_per_second
-  fc_compute = sum(6.0 * layer.macs * data_group_batch / k
-                   for layer in fc_layers) / flops_per_second
-  conv_bytes = sum(layer.params for layer in conv_layers) * bytes_per_value
-  fc_bytes = sum(layer.params for layer in fc_layers) / k * bytes_per_value
-  gradients = (allreduce_time(algorithm, conv_bytes, plan.data * k, link=link) +
-               fc_updates_per_step * allreduce_time(algorithm, fc_bytes, plan.data, link=link))
-  features = data_group_batch * fc_layers[0].input_values * bytes_per_value  # the gathered n
-  # Inside the FC stage (every variant): fc7's input gathered and the logits all-reduced.
-  inner = sum(gather_scatter_time(data_group_batch * layer.input_values * bytes_per_value, k,
-                                  link) for layer in fc_layers[1:-1])
-  inner += allreduce_time(algorithm, data_group_batch * num_classes * bytes_per_value, k,
-                          link=link)
-  if variant == "a" or k == 1:
-    exchange = gather_scatter_time(features, k, link)
-    fc_stage = exchange + fc_compute + inner
-    exposed = exchange + inner
+  fc_flops = sum(6.0 * layer.macs * global_batch / plan.data / k
+                 for layer in per_layer if layer.kind == "fc")
+  fc_compute = fc_flops / (machine.device.peak_flops[dtype] * machine.efficiency)
+  link = machine.node_link
+  width = 2 if dtype == "bfloat16" else 4
+  features = global_batch / plan.data * per_layer[-3].input_values * width  # fc6's gathered rows
+  gradients = [t for t in transfers if t.purpose == "gradients"]
+  fc_gradients = [t for t in gradients if t.devices == plan.data]
+  conv_gradients = [t for t in gradients if t not in fc_gradients]
+  inner = sum(transfer_time(t, machine, algorithm=algorithm) for t in transfers
+              if t.purpose == "activations" and t.bytes != features)
+  n_pass = features / k
+  if variant == "b":
+    x = y = (k - 1) * (link.alpha + n_pass * link.beta)
   else:
-    n_pass = features / k
-    if variant == "b":
-      x = y = (k - 1) * (link.alpha + n_pass * link.beta)
-    else:
-      x = y = gather_scatter_time(n_pass, k, link) / 2
-    f = (fc_compute + inner) / k
-    fc_stage = x + f + (k - 1) * max(f, x + y) + y
-    exposed = fc_stage - fc_compute
-  step = conv_compute + fc_stage + gradients
-  return {"compute_s": conv_compute + fc_compute, "communication_s": exposed + gradients,
-          "step_s": step}
+    x = y = gather_scatter_time(n_pass, k, link) / 2
+  f = (fc_compute + inner) / k
+  fc_stage = x + f + (k - 1) * max(f, x + y) + y
+  sums = (sum(transfer_time(t, machine, algorithm=algorithm) for t in conv_gradients) +
+          fc_updates_per_step * sum(transfer_time(t, machine, algorithm=algorithm)
+                                    for t in fc_gradients))
+  conv_compute = compute - fc_compute
+  return {"compute_s": compute, "communication_s": fc_stage - fc_compute + sums,
+          "step_s": conv_compute + fc_stage + sums}
+
+
+# How the replicas of a local-SGD scheme meet (local_sgd/): the exchange each sync makes.
+EXCHANGES = ("allreduce", "ring", "butterfly", "hopping_ring", "parameter_server")
+
+
+def local_sgd_traffic(arch, *, replicas: int, exchange: str, image_size: int, num_classes: int,
+                      with_momentum: bool = True) -> dict:
+  """Bytes one replica sends when local-SGD replicas meet (float32 parameters of n bytes, and as
+  many of momentum when `with_momentum`).
+
+  `per_sync`: averaging by all-reduce or ring 2(p−1)/p·n; one butterfly or hopping-ring stage: n
+  (to one partner); A-SGD's push, emulated as an all-reduce of the pushing clients' changes:
+  2(p−1)/p·n. `in_program`: every branch of the step's meeting counted once, as a compiled
+  program lists them — butterfly and hopping ring hold ⌈lg p⌉ stages of which one runs per sync,
+  A-SGD a warm-start branch (the first client's parameters and momentum, all-reduced) beside its
+  push.
+  """
+  n = 4 * sum(layer.params for layer in layers(arch, image_size, num_classes))
+  mixed = n * (2 if with_momentum else 1)
+  ring = 2 * (replicas - 1) / replicas
+  stages = max(1, math.ceil(math.log2(replicas)))
+  if exchange in ("allreduce", "ring"):
+    per_sync = in_program = ring * mixed
+  elif exchange in ("butterfly", "hopping_ring"):
+    per_sync, in_program = mixed, stages * mixed
+  elif exchange == "parameter_server":
+    per_sync, in_program = ring * n, ring * (n + 2 * n)
+  else:
+    raise ValueError(f"unknown exchange {exchange!r}; choose from {', '.join(EXCHANGES)}")
+  return {"per_sync": per_sync, "in_program": in_program}
+
+
+def local_sgd_step_time(arch, machine: Machine, *, replicas: int, batch_per_replica: int,
+                        image_size: int, num_classes: int, every: int, exchange: str,
+                        exchanged_bytes: float | None = None, dtype: str = "float32") -> dict:
+  """Seconds per step of model averaging or A-SGD: each replica's own SGD step, plus its meeting
+  every `every` steps, spread over them.
+
+  Args:
+    exchange: "allreduce" or "ring" — the replicas' parameters all-reduced (the exact mean);
+      "butterfly" or "hopping_ring" — each replica sends its model to one partner and receives
+      its partner's (one stage per sync); "parameter_server" — A-SGD: each client pushes its
+      change and fetches the server's parameters, n bytes each way, and the server's one link
+      carries every client's (Paine et al.: the server is one process on another node).
+    exchanged_bytes: n; default the float32 parameters.
+
+  Returns:
+    compute_s, communication_s (per step), step_s, and server_bound (A-SGD: whether the
+    server's link, not the clients, sets the pace).
+  """
+  single = partitioning.make_plan("single", 1, 1)
+  compute = compute_time(arch, single, machine, global_batch=batch_per_replica,
+                         image_size=image_size, num_classes=num_classes, dtype=dtype)
+  n = exchanged_bytes or 4 * sum(layer.params for layer in layers(arch, image_size, num_classes))
+  crosses = machine.nodes > 1
+  link = machine.network if crosses else machine.node_link
+  server_bound = False
+  if exchange in ("allreduce", "ring"):
+    meeting = transfer_time(Transfer("parameters", "allreduce", n, replicas, crosses), machine)
+  elif exchange in ("butterfly", "hopping_ring"):
+    meeting = transfer_time(Transfer("parameters", "sent", n, replicas, crosses), machine)
+  elif exchange == "parameter_server":
+    # The client copies its change off the device and the parameters back (when staged), and
+    # sends and receives n over the network; the server's link takes 2n from every client.
+    staged = (2 * (machine.node_link.alpha + n * machine.node_link.beta)
+              if machine.host_staged and crosses else 0.0)
+    meeting = staged + 2 * (link.alpha + n * link.beta)
+    server = replicas * 2 * (link.alpha + n * link.beta)
+    if server > every * compute + meeting:
+      server_bound = True
+      meeting = server - every * compute
+  else:
+    raise ValueError(f"unknown exchange {exchange!r}; choose from {', '.join(EXCHANGES)}")
+  communication = meeting / every
+  return {"compute_s": compute, "communication_s": communication,
+          "step_s": compute + communication, "server_bound": server_bound}

@@ -1,0 +1,80 @@
+"""benchmarks/choosing/choose_scheme.py: the schemes ranked for a described machine by the time
+model, and one sentence for a description that cannot work."""
+
+import os
+import subprocess
+import sys
+
+from absl.testing import absltest
+
+from benchmarks.choosing import choose_scheme
+from hybrid_parallel import models, partitioning
+from hybrid_parallel.analysis import costmodel
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def described(**changes) -> choose_scheme.Described:
+  """Two nodes of 8 H100s, the tiny one-column net at 64², batch 64."""
+  machine = dict(gpu="h100", gpus_per_node=8, nodes=2, network_bytes_per_s=50e9,
+                 model="alexnet_owt_tiny", global_batch=64, dtype="float32", image_size=64)
+  return choose_scheme.Described(**{**machine, **changes})
+
+
+class RankTest(absltest.TestCase):
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.rows, cls.refused = choose_scheme.rank(described(), compiled=False)
+
+  def test_every_candidate_is_ranked_or_refused_best_first(self):
+    names = [r["scheme"] for r in self.rows] + [r["scheme"] for r in self.refused]
+    self.assertCountEqual(names, [c[0] for c in choose_scheme.candidates(16, 8)])
+    self.assertIn("data 16×1", names)
+    steps = [r["step_ms"] for r in self.rows]
+    self.assertEqual(steps, sorted(steps))
+    for r in self.rows:  # step_ms is rounded to 0.01 ms.
+      images_per_sec = 64 / (r["step_ms"] / 1e3)
+      self.assertAlmostEqual(r["images_per_sec"], images_per_sec,
+                             delta=images_per_sec * 0.006 / r["step_ms"] + 1, msg=r["scheme"])
+
+  def test_a_row_is_the_time_models_step(self):
+    data = next(r for r in self.rows if r["scheme"] == "data 16×1")
+    plan = partitioning.make_plan("data", 16, 1)
+    arch = models.ARCHITECTURES["alexnet_owt_tiny"]
+    # Across the two nodes: every gradient all-reduce runs on the network.
+    self.assertEqual(data["mb_crossing_nodes"], data["mb_per_gpu"])
+    self.assertAlmostEqual(
+        data["mb_per_gpu"],
+        costmodel.traffic(arch, plan, global_batch=64, image_size=64, num_classes=1000).total
+        / 1e6, delta=0.05)
+
+  def test_a_slow_network_puts_the_schemes_that_cross_it_least_first(self):
+    rows, _ = choose_scheme.rank(described(network_bytes_per_s=1e6), compiled=False)
+    least = min(r["mb_crossing_nodes"] for r in rows)
+    self.assertEqual(rows[0]["mb_crossing_nodes"], least)
+    self.assertGreater(rows[-1]["mb_crossing_nodes"], least)
+    self.assertIn(rows[0]["scheme"], choose_scheme.why(rows))
+
+
+class BadMachineTest(absltest.TestCase):
+
+  def test_one_sentence_and_exit_1(self):
+    for flags, sentence in (
+        (["--gpu=a100"], "error: --gpu 'a100' is not described; choose h100 or h200."),
+        (["--inter_node_gb_per_s=0"], "error: --inter_node_gb_per_s must be more than 0, got 0."),
+        (["--gpus_per_node=3", "--global_batch=64", "--model=alexnet"],
+         "error: no scheme fits 3 GPUs at global batch 64 (")):
+      result = subprocess.run([sys.executable, "-m", "benchmarks.choosing.choose_scheme",
+                               "--analytic", *flags], cwd=ROOT, capture_output=True, text=True,
+                              timeout=300)
+      self.assertEqual(result.returncode, 1, result.stderr[-2000:])
+      self.assertNotIn("Traceback", result.stderr)
+      errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
+      self.assertLen(errors, 1, result.stderr[-2000:])
+      self.assertTrue(errors[0].startswith(sentence), errors[0])
+
+
+if __name__ == "__main__":
+  absltest.main()
