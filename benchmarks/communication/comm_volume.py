@@ -4,7 +4,10 @@ r"""Bytes and messages of every collective in one training step, read from the c
   python -m benchmarks.communication.comm_volume --all --paper_sizes     # docs/comm_volume.json
 
 --all: every Table-1 config and owt8 with XLA's psum, owt8 with Krizhevsky's FC passes (b) and
-(c) (`owt_variant`), and data4 with each of the papers' all-reduce algorithms (`grad_reduce`).
+(c) (`owt_variant`), data4 with each of the papers' all-reduce algorithms (`grad_reduce`), and
+the local-SGD schemes on 4 replicas: model averaging by each of Su et al.'s methods
+(`average_method`) and A-SGD — their rows count what one replica sends per meeting and, as the
+compiled program lists them, in every branch of its meeting (costmodel.local_sgd_traffic).
 
 For the config's scheme and mesh, compiles the real train step (abstract inputs: nothing is
 allocated or run), counts each collective kind with `hybrid_parallel.analysis.hlo_stats` and
@@ -45,8 +48,17 @@ def measure(config, *, paper_sizes: bool, num_classes: int) -> dict:
   plan, batch = step.run.plan, config.global_batch_size
   hlo = step.lowered.compile().as_text()
   stats = hlo_stats.collective_stats(hlo, plan.data * plan.model)
-  analytic = costmodel.traffic(models.ARCHITECTURES[config.model], plan, global_batch=batch,
-                               image_size=image_size, num_classes=classes)
+  arch = models.ARCHITECTURES[config.model]
+  if plan.local_sgd:
+    exchange = ("parameter_server" if config.parallelism == "asgd" else config.average_method)
+    meeting = costmodel.local_sgd_traffic(arch, replicas=plan.data, exchange=exchange,
+                                          image_size=image_size, num_classes=classes,
+                                          with_momentum=config.average_momentum)
+    analytic = costmodel.Traffic(gradients=meeting["in_program"])
+  else:
+    meeting = None
+    analytic = costmodel.traffic(arch, plan, global_batch=batch, image_size=image_size,
+                                 num_classes=classes)
   return {
       "scheme": config.parallelism, "mesh": [plan.data, plan.model], "model": config.model,
       "global_batch": batch, "image_size": image_size, "num_classes": classes,
@@ -57,6 +69,8 @@ def measure(config, *, paper_sizes: bool, num_classes: int) -> dict:
       "analytic_bytes_per_device": {"gradients": analytic.gradients,
                                     "activations": analytic.activations,
                                     "total": analytic.total},
+      **({"average_method": config.average_method if config.parallelism == "averaging" else None,
+          "analytic_bytes_per_meeting": meeting["per_sync"]} if meeting else {}),
   }
 
 
@@ -69,14 +83,24 @@ def main(argv):
     return
   platforms.start(cpu_devices=8)
   from hybrid_parallel import collectives
+  from hybrid_parallel.local_sgd import averaging
   runs = [(name, "psum", "a") for name in configs.TABLE1]
   runs += [("owt8", "psum", variant) for variant in ("b", "c")]  # Krizhevsky's FC passes.
   runs += [(tables.COMM_VOLUME_ALGORITHMS_CONFIG, a, "a") for a in collectives.ALGORITHMS
            if a != "psum"]
+  # The local-SGD schemes: averaging4 by each method, and A-SGD on the same mesh.
+  runs += [("averaging4", "psum", method) for method in averaging.METHODS]
+  runs += [("asgd4", "psum", None)]
   rows = []
   for name, algorithm, variant in runs:
-    config = configs.get(name)
-    config.grad_reduce, config.owt_variant = algorithm, variant
+    config = configs.get("averaging4" if name == "asgd4" else name)
+    config.grad_reduce = algorithm
+    if name == "averaging4":
+      config.average_method = variant
+    elif name == "asgd4":
+      config.parallelism = "asgd"
+    else:
+      config.owt_variant = variant
     result = {"config": name, **measure(config, paper_sizes=_PAPER.value,
                                         num_classes=_CLASSES.value)}
     print(json.dumps(result), flush=True)

@@ -30,7 +30,8 @@ comm_volume = per_row(
     ("collective-permute", _sent("collective-permute")),
     ("HLO total MB", lambda r: mb(r["hlo_bytes_per_device"])),
     ("analytic minimum MB (gradients + activations)", _minimum),
-    rows=lambda rows: [r for r in rows if r["grad_reduce"] == "psum"])
+    rows=lambda rows: [r for r in rows if r["grad_reduce"] == "psum"
+                       and "analytic_bytes_per_meeting" not in r])
 
 # data4's gradient all-reduce by each algorithm: mean and busiest device.
 comm_volume_algorithms = per_row(
@@ -41,5 +42,16 @@ comm_volume_algorithms = per_row(
     rows=lambda rows: [r for r in rows if r["config"] == COMM_VOLUME_ALGORITHMS_CONFIG])
 
 
+# The local-SGD schemes: what a replica sends when the replicas meet.
+comm_volume_local_sgd = per_row(
+    ("scheme", lambda r: f"{r['scheme']}, {r['average_method']}" if r["average_method"]
+     else r["scheme"]), _MESH,
+    ("HLO collectives", lambda r: ", ".join(f"{s['ops']} {kind}" for kind, s in r["hlo"].items())),
+    ("HLO MB per replica (every branch)", lambda r: mb(r["hlo_bytes_per_device"])),
+    ("analytic MB (every branch)", lambda r: mb(r["analytic_bytes_per_device"]["total"])),
+    ("analytic MB per meeting", lambda r: mb(r["analytic_bytes_per_meeting"])),
+    rows=lambda rows: [r for r in rows if "analytic_bytes_per_meeting" in r])
+
 TABLES = {"comm_volume": (comm_volume, "comm_volume.json"),
-          "comm_volume_algorithms": (comm_volume_algorithms, "comm_volume.json")}
+          "comm_volume_algorithms": (comm_volume_algorithms, "comm_volume.json"),
+          "comm_volume_local_sgd": (comm_volume_local_sgd, "comm_volume.json")}
