@@ -4,9 +4,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+from jax.sharding import PartitionSpec as P
 from absl.testing import absltest
 
+from hybrid_parallel import mesh as mesh_lib
 from hybrid_parallel import models, train_state
+from hybrid_parallel.local_sgd import asgd, core
 from tests import numerics, testing
 
 GLOBAL_BATCH = 16
@@ -64,6 +67,54 @@ def simulate(tx, batches, dtype: str, *, replicas: int, n_sync: int):
         pending[i] = jax.tree.map(np.zeros_like, start.params)
       params = [server_params if syncing[i] else params[i] for i in range(replicas)]
     return jax.tree.map(np.asarray, server_params)
+
+
+def quadratic_server(*, clients: int, n_sync: int, learning_rate: float, momentum: float,
+                     steps: int = 200) -> float:
+  """|θ_ps| after `steps` of A-SGD (asgd.py's own push / fetch, staggered) on ½θ², every client
+  at `learning_rate` with `momentum` (optax), from θ = 1: the noiseless worst case of staleness,
+  every client's gradient the same. Synchronous SGD on the sum of the clients' updates (n_sync 1)
+  is stable for clients · rate < 2 (1 + momentum)."""
+  sync = asgd.make_sync(asgd.Settings(n_push=n_sync, n_fetch=n_sync, asgd_stagger=True,
+                                      warm_start_steps=0), clients)
+  tx = optax.sgd(learning_rate, momentum=momentum or None)
+
+  def client():
+    params = {"theta": jnp.ones(())}
+    carry = (core.Replica(params, tx.init(params)), asgd.client_init(params),
+             asgd.shared_init(params))
+
+    def step(t, carry):
+      local, pending, shared = carry
+      updates, opt_state = tx.update(local.params, local.opt_state)  # ∇½θ² = θ.
+      updated = core.Replica(optax.apply_updates(local.params, updates), opt_state)
+      return sync.apply(updated, pending, shared, local.params, t + 1)
+
+    return jnp.abs(jax.lax.fori_loop(0, steps, step, carry)[2]["server"]["theta"])
+
+  mesh = mesh_lib.make_mesh(clients, 1)
+  run = jax.jit(jax.shard_map(client, mesh=mesh, in_specs=(), out_specs=P(), check_vma=False))
+  return float(run())
+
+
+class StalenessTest(absltest.TestCase):
+  """Why A-SGD at n_sync 4 collapses on digits where n_sync 1 learns (docs/asynchronous.md):
+  each client keeps its momentum across fetches, so every push carries updates the server has
+  already applied — momentum multiplies staleness. On ½θ² with 4 clients at a rate whose
+  synchronous sum is well inside the stable range (4 · 0.1 = 0.4 < 3.8 at momentum 0.9):"""
+
+  def test_momentum_under_staleness_diverges_where_synchronous_sgd_converges(self):
+    # Converged: the synchronous sum contracts by ~0.95 a step (√0.9), 0.95^200 ≈ 4e-5.
+    self.assertLess(quadratic_server(clients=4, n_sync=1, learning_rate=0.1, momentum=0.9), 1e-3)
+    # Diverged: its stable rate falls ~120× at n_sync 4 (0.95 → 0.008, bisected on this
+    # iteration), so a quarter of the rate (the staleness-aware rate ÷ n_sync) diverges too.
+    for rate in (0.1, 0.025):
+      self.assertGreater(
+          quadratic_server(clients=4, n_sync=4, learning_rate=rate, momentum=0.9), 1e3)
+
+  def test_without_momentum_the_same_staleness_converges(self):
+    # At momentum 0 the stable rate at n_sync 4 falls only ~4× (0.5 → 0.13): 0.1 converges.
+    self.assertLess(quadratic_server(clients=4, n_sync=4, learning_rate=0.1, momentum=0.0), 1e-3)
 
 
 class AsgdTest(absltest.TestCase):
