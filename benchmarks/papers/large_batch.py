@@ -1,9 +1,9 @@
 r"""Accuracy vs global batch for each large-batch rule and model, at equal epochs (You et al.'s and
 Goyal et al.'s question on the real AlexNet).
 
-  python -m benchmarks.papers.large_batch                       # the sweep (hours on a 2-core CPU)
-  python -m benchmarks.papers.large_batch --grid                # the tuning grid at 8× the reference
-  python -m benchmarks.papers.large_batch --quick               # minutes: a smoke run, not a result
+  python -m benchmarks.papers.large_batch          # the sweep (hours on a 2-core CPU)
+  python -m benchmarks.papers.large_batch --grid   # the tuning grid at 8× the reference
+  python -m benchmarks.papers.large_batch --quick  # minutes: a smoke run, not a result
 
 Every cell trains one model on digits at 64² on one device for --epochs epochs (equal for every
 batch) from the same base: reference batch 32 at η = --base_lr (Krizhevsky's 0.01), momentum 0.9,

@@ -25,13 +25,15 @@ _CONFIGS = flags.DEFINE_list("configs", ["single", "model2", "data2", "data4", "
                                          "averaging4"], "Config names under configs/.")
 _WORKDIRS = flags.DEFINE_string("workdirs", os.path.join(ROOT, "runs", "table1"),
                                 "Where each config's workdir goes (emptied first).")
-_OUT = flags.DEFINE_string("out", os.path.join(benchmarks.DOCS, "table1.json"), "The results' JSON.")
+_OUT = flags.DEFINE_string("out", os.path.join(benchmarks.DOCS, "table1.json"),
+                           "The results' JSON.")
 
 
 def main(argv):
   del argv
   # Rows of configs not run now are kept from --out: one config can be measured again alone.
-  previous = [r for r in benchmarks.load_if_present(_OUT.value) if r["config"] not in _CONFIGS.value]
+  previous = [r for r in benchmarks.load_if_present(_OUT.value)
+              if r["config"] not in _CONFIGS.value]
   results = []
   for name in _CONFIGS.value:
     results.append(main_runs.run_config(name, _WORKDIRS.value))

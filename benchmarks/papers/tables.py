@@ -1,6 +1,9 @@
 """The tables of the papers' findings reproduced here (README, docs/schemes.md,
-docs/large_batch.md), from the JSON of benchmarks/papers/: table1, owt_variants, large_batch,
-local_sgd_convergence."""
+docs/large_batch.md, docs/asynchronous.md), from the JSON of benchmarks/papers/: table1,
+owt_variants, large_batch, asynchronous."""
+
+import math
+import statistics
 
 from benchmarks import per_row, percent, table
 
@@ -20,11 +23,6 @@ owt_variants = per_row(
         " ".join(o.removeprefix("--config.") for o in r["overrides"]) or "—")),
     ("steps (= epochs)", "{steps}"), ("test top-1", lambda r: percent(r["eval_top1"])),
     ("top-5", lambda r: percent(r["eval_top5"])), ("wall-clock s", "{wall_clock_s}"))
-
-# Final test top-1 of every run.
-local_sgd_convergence = per_row(("run", "{run}"),
-                                 ("final test top-1", lambda r: percent(r["eval_top1"][-1])))
-
 
 def large_batch_tiny(results) -> str:
   """The first sweep (alexnet_bn_tiny): final test top-1 by global batch and rule."""
@@ -123,9 +121,117 @@ def large_batch_grid(results) -> str:
   return table if table.count("\n") > 1 else ""  # more than the header: something was tried.
 
 
+TEST_IMAGES = 360  # digits' test split: the sampling error of an accuracy p is √(p(1−p)/360).
+
+
+def _spread(values) -> str:
+  """"mean ± standard deviation over the seeds [± the test set's sampling error]"."""
+  mean = statistics.mean(values)
+  sd = statistics.stdev(values) if len(values) > 1 else 0.0
+  sampling = math.sqrt(max(mean * (1 - mean), 0.0) / TEST_IMAGES)
+  return f"{100 * mean:.1f} ± {100 * sd:.1f} [± {100 * sampling:.1f}]"
+
+
+def _by_label(runs, part):
+  """(label, its runs, one of them) in order, for the runs of `part`."""
+  labels = dict.fromkeys(r["label"] for r in runs if r["part"].startswith(part))
+  for label in labels:
+    chosen = [r for r in runs if r["label"] == label]
+    yield label, chosen, chosen[0]
+
+
+def _rows_of(part, cells):
+  def rows(result):
+    return [{"label": label, "runs": chosen, "first": first, **cells(chosen, first)}
+            for label, chosen, first in _by_label(result["runs"], part)]
+  return rows
+
+
+_FINAL = ("final test top-1 % (mean ± sd over seeds [± sampling])",
+          lambda r: _spread([x["final_eval_top1"] for x in r["runs"]]))
+
+# Why A-SGD at n_sync 4 collapsed: one change at a time.
+asynchronous_cause = per_row(
+    ("run", "{label}"), ("seeds", lambda r: len(r["runs"])),
+    ("momentum", lambda r: r["first"]["momentum"]),
+    ("rate per client", lambda r: r["first"]["learning_rate"]), _FINAL,
+    ("lowest seed", lambda r: percent(min(x["final_eval_top1"] for x in r["runs"]))),
+    rows=_rows_of("cause", lambda chosen, first: {}))
+
+
+def _late(r):
+  tail = r["train_error"][-max(1, len(r["train_error"]) // 10):]
+  return statistics.mean(e for _, e in tail)
+
+
+# Paine et al.'s experiments at digits' scale.
+asynchronous_paine = per_row(
+    ("run", "{label}"), ("clients", lambda r: r["first"]["clients"]),
+    ("n_sync (% of an epoch)", lambda r: "—" if r["first"]["n_sync"] is None else
+     f"{r['first']['n_sync']} ({100 * r['first']['staleness_fraction_of_epoch']:.1f}%)"),
+    ("warm start", lambda r: f"{100 * r['first']['warm_start_fraction']:.0f}%"),
+    _FINAL,
+    ("late training error %",
+     lambda r: f"{100 * statistics.mean(_late(x) for x in r['runs']):.1f}"),
+    ("predicted s per step: Blue Waters / H100 node",
+     lambda r: "{paper_hardware} / {h100_node}".format_map(r["first"]["predicted_step_s"])),
+    rows=_rows_of("paine", lambda chosen, first: {}))
+
+# Su et al.'s four averaging methods.
+asynchronous_su = per_row(
+    ("method", lambda r: r["first"]["average_method"]),
+    ("every", lambda r: r["first"]["sync_every"]), ("replicas", lambda r: r["first"]["clients"]),
+    _FINAL,
+    ("predicted s per step: 8 K20s / H100 node",
+     lambda r: "{paper_hardware} / {h100_node}".format_map(r["first"]["predicted_step_s"])),
+    rows=_rows_of("su", lambda chosen, first: {}))
+
+# The papers' claims against the runs.
+def _evidence(value, top: bool = True) -> str:
+  """A finding's numbers, compactly: `key value; key {k: v, …}`."""
+  if isinstance(value, dict):
+    items = [f"{k.replace('_', ' ')}{' ' if top else ': '}{_evidence(v, False)}"
+             for k, v in value.items()]
+    return "; ".join(items) if top else "{" + ", ".join(items) + "}"
+  if isinstance(value, list):
+    return "[" + ", ".join(_evidence(v, False) for v in value) + "]"
+  return "—" if value is None else str(value)
+
+
+asynchronous_findings = per_row(
+    ("claim", "{claim}"), ("source (the paper's figure)", "{source}"),
+    ("verdict", "**{verdict}**"), ("test", "{test}"),
+    ("result here", lambda r: _evidence(r["evidence"])), rows=lambda result: result["findings"])
+
+
+def _seconds_to(target):
+  def cell(r):
+    got = r["seconds_to"][target]
+    if got is None:
+      missed = sum(v is None for v in r["steps_to"][target])
+      return f"out of reach ({missed} of {r['seeds']} seeds)"
+    return f"{got['papers_hardware']:.0f} / {got['h100_node']:.1f}"
+  return cell
+
+
+# Accuracy against time: each 4-device curve priced as ImageNet AlexNet steps.
+asynchronous_time = per_row(
+    ("scheme", "{scheme}"), ("run (its curve)", "{run}"),
+    ("best test top-1 %", lambda r: f"{100 * r['best_top1']:.1f}"),
+    ("s per step: 8 K20s / H100 node",
+     lambda r: "{papers_hardware:.3f} / {h100_node:.4f}".format_map(r["step_s"])),
+    ("s to 40%: 8 K20s / H100 node", _seconds_to("0.4")),
+    ("s to 80%: 8 K20s / H100 node", _seconds_to("0.8")),
+    rows=lambda result: result["time"])
+
+
 TABLES = {"table1": (table1, "table1.json"),
+          "asynchronous_findings": (asynchronous_findings, "asynchronous.json"),
+          "asynchronous_cause": (asynchronous_cause, "asynchronous.json"),
+          "asynchronous_paine": (asynchronous_paine, "asynchronous.json"),
+          "asynchronous_su": (asynchronous_su, "asynchronous.json"),
+          "asynchronous_time": (asynchronous_time, "asynchronous.json"),
           "owt_variants": (owt_variants, "owt_variants.json"),
-          "local_sgd_convergence": (local_sgd_convergence, "local_sgd_convergence.json"),
           "large_batch_tiny": (large_batch_tiny, "large_batch_tiny.json"),
           "large_batch": (large_batch, "large_batch.json"),
           "large_batch_grid": (large_batch_grid, "large_batch.json"),
