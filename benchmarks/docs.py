@@ -11,8 +11,8 @@ A page includes a table as a block
 
 whose body is `render(NAME)`: the function declared for NAME in the `TABLES` of its group's
 tables module (name → (function, the JSON file(s) in docs/ it reads; several are passed as a
-list)), applied to that JSON. Each study refreshes the blocks after writing its JSON (benchmarks.publish), and
-tests/docs_test.py fails when a block and its JSON disagree.
+list)), applied to that JSON. Each study refreshes the blocks after writing its JSON
+(benchmarks.publish), and tests/docs_test.py fails when a block and its JSON disagree.
 """
 
 import json

@@ -87,8 +87,8 @@ class RunTest(absltest.TestCase):
                       "backend and JAX runs on the CPU; for the GPU: pip install -r "
                       "requirements-cuda12.txt", result.stderr)
       self.assertIn("wrote a profile of steps 2–3", result.stderr)
-      # With no TPU attached JAX was kept from opening libtpu (installed with the test requirements),
-      # whose complaints would start with this.
+      # With no TPU attached JAX was kept from opening libtpu (installed with the test
+      # requirements), whose complaints would start with this.
       self.assertNotIn("could not determine TPU", result.stderr)
       workdir = os.path.join(cwd, "runs", "hybrid4")
       with open(os.path.join(workdir, "metrics.jsonl")) as f:

@@ -38,8 +38,8 @@ def _sent(hlo: str, devices: int) -> dict[str, float]:
 
 
 @unittest.skipUnless(importlib.util.find_spec("libtpu"),
-                     "libtpu is not installed (requirements-test.txt installs it; the GPU machines' "
-                     "environment has none)")
+                     "libtpu is not installed (requirements-test.txt installs it; the GPU "
+                     "machines' environment has none)")
 class TpuCompileTest(absltest.TestCase):
 
   @classmethod

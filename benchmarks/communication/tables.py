@@ -7,7 +7,8 @@ from benchmarks import mb, per_row
 
 _MESH = ("mesh", "{mesh[0]}×{mesh[1]}")
 
-COMM_VOLUME_ALGORITHMS_CONFIG = "data4"  # benchmarks/communication/comm_volume.py --all measures it with each.
+# comm_volume.py --all measures this config with each algorithm.
+COMM_VOLUME_ALGORITHMS_CONFIG = "data4"
 
 
 def _sent(kind: str) -> Callable[[dict], str]:

@@ -33,7 +33,8 @@ ROOT = benchmarks.ROOT
 _KILLS = flags.DEFINE_integer("kills", 6, "SIGKILLs before the SIGTERM and the SIGINT.")
 _SEED = flags.DEFINE_integer("seed", 0, "Draws the kill moments.")
 _STEPS = flags.DEFINE_integer("steps", 60, "Training steps of the run.")
-_OUT = flags.DEFINE_string("out", os.path.join(benchmarks.DOCS, "soak.json"), "Where the JSON goes.")
+_OUT = flags.DEFINE_string("out", os.path.join(benchmarks.DOCS, "soak.json"),
+                           "Where the JSON goes.")
 ARGS = ["--config=configs/hybrid4.py", "--config.model=alexnet_tiny",
         "--config.global_batch_size=64", "--config.eval_every_steps=100000",
         "--config.checkpoint_every_steps=5", "--config.log_every_steps=1"]

@@ -2,7 +2,8 @@ r"""Everything the project measures on an accelerator, in one process, as one JS
 
   python -m benchmarks.speed.accelerator                   # on a GPU machine: the whole report
   python -m benchmarks.speed.accelerator --dry_run         # anywhere: tiny sizes, every code path
-  python -m benchmarks.speed.accelerator --sections=pytorch,trainer --previous=runs/a/accelerator.json
+  python -m benchmarks.speed.accelerator --sections=pytorch,trainer \
+      --previous=runs/a/accelerator.json
                                                      # a report made in several calls, merged
 
 docs/gpu.md is what it measured on an H200 (docs/gpu.json: the merged report).
@@ -37,7 +38,7 @@ it goes. Sections, in order of importance; each records its seconds and, if it f
 
 FLOPs and MFU: the model's FLOPs (analysis/costmodel.py: 1 multiply-add = 2 FLOPs, training =
 3 × forward; 4.29 GFLOP per image for alexnet_owt at 224²) × images/s ÷ the stated dense peak
-of the compute dtype (benchmarks/common/step_timing.py: H100/H200 989 TFLOP/s bfloat16; float32 at the
+of the compute dtype (common/step_timing.py: H100/H200 989 TFLOP/s bfloat16; float32 at the
 495 TFLOP/s TF32 peak, since XLA's default precision runs float32 convolutions and matmuls in
 TF32 on these GPUs).
 
@@ -422,7 +423,7 @@ def mock_multi_gpu(sizes: Sizes, *, deadline: float) -> list[dict]:
 
 
 def trainer(sizes: Sizes, *, timeout_s: float) -> list[dict]:
-  """`python main.py` (benchmarks/common/main_runs.py, as every benchmark that trains) against the bare
+  """`python main.py` (common/main_runs.py, as every benchmark that trains) against the bare
   step at the same settings, in the same call: the 1×1 `single` scheme with the goal's model in
   bfloat16 on synthetic data, at each of `sizes.trainer_batches`."""
   model = sizes.goal[0]

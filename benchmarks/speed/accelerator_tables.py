@@ -127,7 +127,7 @@ def _tpu_row(r) -> list:
 
 
 def tpu_compile(rows) -> str:
-  """benchmarks/speed/tpu_compile.py: each config compiled for each TPU topology (nothing measured)."""
+  """speed/tpu_compile.py: each config compiled for each TPU topology (nothing measured)."""
   return table(["topology", "config", "dtype", "mesh", "compiled", "HBM GiB per device (fits)",
                  "collective MB per device", "analytic minimum MB", "estimated step ms (from)",
                  "estimated images/s", "jax / libtpu"], map(_tpu_row, rows))
@@ -167,7 +167,7 @@ def _gpu_row(r) -> list:
 
 
 def gpu_compile(result) -> str:
-  """benchmarks/speed/gpu_compile.py: each config compiled for each GPU node (nothing run on a GPU)."""
+  """speed/gpu_compile.py: each config compiled for each GPU node (nothing run on a GPU)."""
   return table(["gpu", "topology", "config", "dtype", "mesh", "HBM GiB per GPU (fits 75%)",
                  "collective MB per GPU", "analytic minimum MB", "MB crossing hosts",
                  "async collectives with compute in flight", "compute ms", "exposed comm ms",

@@ -252,7 +252,8 @@ def trainer_rows(out_root: str, *, batch: int, steps: int, dry_run: bool) -> lis
   overrides = (f"--config.dataset=prepared:{os.path.join(out_root, 'jpeg')}",
                f"--config.model={model}", f"--config.image_size={image_size}",
                "--config.dtype=bfloat16", f"--config.global_batch_size={batch}",
-               f"--config.num_train_steps={steps}", f"--config.log_every_steps={max(1, steps // 4)}",
+               f"--config.num_train_steps={steps}",
+               f"--config.log_every_steps={max(1, steps // 4)}",
                f"--config.eval_every_steps={steps}", f"--config.checkpoint_every_steps={steps}",
                f"--config.eval_batch_size={batch}")
   with tempfile.TemporaryDirectory() as workdirs:
