@@ -4,9 +4,9 @@ r"""Every scheme compiled for 8-GPU NVIDIA nodes on this machine (no GPU needed)
   python -m benchmarks.speed.gpu_compile [--gpus=h100,h200] [--topologies=1x1x8,1x2x8]
                                    [--configs=hybrid4,owt8] [--dtypes=bfloat16,float32]
   python -m benchmarks.speed.gpu_compile --largest_batch
-  python -m benchmarks.speed.gpu_compile --dry_run  # alexnet_tiny at 64² on one H100 node: prints rows
+  python -m benchmarks.speed.gpu_compile --dry_run  # alexnet_tiny, 64², one H100 node: a row
 
-For each GPU (benchmarks/speed/gpu_topologies.py: H100 and H200 SXM, described from their datasheets),
+For each GPU (speed/gpu_topologies.py: H100 and H200 SXM, described from their datasheets),
 topology, config and compute dtype, builds the config's real train step on the topology's
 compile-only devices (experiment.lower_train_step, the step train.py runs) at the papers' sizes
 (224², 1000 classes) and reads the compiled XLA:GPU program back:
@@ -163,7 +163,8 @@ def compile_row(gpu: str, topology: str, name: str, *, dtype: str, devices, meas
                        machine=machine, arch=models.ARCHITECTURES[config.model], plan=plan,
                        config=config)
   capacity = JAX_MEMORY_FRACTION * GPUS[gpu].memory_bytes
-  return {**row, "compiled": True, "compile_s": round(compile_s, 1), "devices": plan.data * plan.model,
+  return {**row, "compiled": True, "compile_s": round(compile_s, 1),
+          "devices": plan.data * plan.model,
           "hosts": len({d.process_index for d in mesh.devices.flat}),
           "axes_crossing_hosts": gpu_topologies.axes_crossing_hosts(mesh),
           "hbm_gib": round(facts["hbm_bytes"] / 2**30, 3),
