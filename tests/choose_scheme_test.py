@@ -58,6 +58,25 @@ class RankTest(absltest.TestCase):
     self.assertIn(rows[0]["scheme"], choose_scheme.why(rows))
 
 
+def row(scheme: str, images_per_sec: int) -> dict:
+  return {"scheme": scheme, "images_per_sec": images_per_sec,
+          "step_ms": round(1024e3 / images_per_sec, 2),
+          "compute_ms": 1.0, "communication_ms": 0.0, "mb_per_gpu": 1.0,
+          "mb_crossing_nodes": 0.0}
+
+
+class WhyTest(absltest.TestCase):
+
+  def test_the_best_wins_over_the_best_of_another_scheme(self):
+    rows = [row("owt 2×4 (c)", 400_000), row("owt 2×4 (a)", 399_000), row("data 8×1", 300_000)]
+    self.assertStartsWith(choose_scheme.why(rows), "owt 2×4 (c) wins: 2.56 ms a step against "
+                          "3.41 for the best data (data 8×1)")
+
+  def test_rates_closer_than_the_models_error_are_a_tie(self):
+    rows = [row("data 8×1", 400_000), row("owt 4×2 (c)", 390_000)]  # 2.5% apart.
+    self.assertStartsWith(choose_scheme.why(rows), "data 8×1 and owt 4×2 (c) tie: ")
+
+
 class BadMachineTest(absltest.TestCase):
 
   def test_one_sentence_and_exit_1(self):
