@@ -11,7 +11,7 @@ node). Each is compiled for the machine's compile-only GPUs where JAX's CUDA plu
 (requirements-test.txt), its collectives and HBM read from the program; elsewhere, or with
 --analytic, its bytes are the analytic minimum (which the compiled programs were shown to send)
 and its HBM is not known. Compute: the one-GPU curve measured on an H200 (docs/gpu.json; see
-gpu_compile.calibrated_node). Prints the table — scheme, mesh, predicted step, images/s, HBM
+gpu_topologies.calibrated_node). Prints the table — scheme, mesh, predicted step, images/s, HBM
 per GPU and whether it fits, MB each GPU sends, MB crossing the nodes — and one sentence on why
 the best wins; `--json` prints the rows as JSON instead. A bad machine description is one
 sentence and exit 1.
@@ -23,7 +23,7 @@ import sys
 
 from absl import app, flags
 
-from benchmarks.speed import gpu_compile, gpu_topologies
+from benchmarks.speed import gpu_topologies
 from hybrid_parallel import platforms
 
 _GPU = flags.DEFINE_string("gpu", "h100", "h100 or h200.")
@@ -118,10 +118,10 @@ def rank(machine: Described, *, compiled: bool) -> tuple[list[dict], list[dict]]
       refused.append({"scheme": name, "reason": str(e)})
       continue
     plan = spec.plan
-    node = gpu_compile.calibrated_node(
+    node = gpu_topologies.calibrated_node(
         machine.gpu, f"1x{machine.nodes}x{machine.gpus_per_node}",
-        "alexnet_owt" if machine.model.startswith("alexnet_owt") else "alexnet", machine.dtype,
-        measured=gpu_compile.one_gpu_rows())
+        model="alexnet_owt" if machine.model.startswith("alexnet_owt") else "alexnet",
+        dtype=machine.dtype, measured=gpu_topologies.one_gpu_rows())
     node = dataclasses.replace(node, network=dataclasses.replace(
         node.network or node.node_link, beta=1 / machine.network_bytes_per_s))
     row = {"scheme": name, "mesh": f"{data}×{model}", "hbm_gib": None, "hbm_fits": None}
@@ -132,7 +132,7 @@ def rank(machine: Described, *, compiled: bool) -> tuple[list[dict], list[dict]]
       memory = program.memory_analysis()
       hbm = (memory.argument_size_in_bytes + memory.temp_size_in_bytes +
              memory.output_size_in_bytes - memory.alias_size_in_bytes)
-      row.update(hbm_gib=round(hbm / 2**30, 2), hbm_fits=hbm <= gpu_compile.JAX_MEMORY_FRACTION
+      row.update(hbm_gib=round(hbm / 2**30, 2), hbm_fits=hbm <= gpu_topologies.JAX_MEMORY_FRACTION
                  * gpu_topologies.GPUS[machine.gpu].memory_bytes)
       hlo = program.as_text()
       in_flight = {c.name for c in hlo_stats.async_collectives(hlo)
@@ -209,8 +209,8 @@ def main(argv):
                       _MODEL.value, _BATCH.value, _DTYPE.value, _IMAGE_SIZE.value)
   check(machine)
   compiled = not _ANALYTIC.value and gpu_topologies.unavailable_reason() is None
-  if compiled:  # compile-only GPUs: no GPU to tune kernels on (gpu_compile.py says why).
-    gpu_compile.without_sharded_autotuning()
+  if compiled:  # compile-only GPUs: no GPU to tune kernels on (gpu_topologies.py says why).
+    gpu_topologies.without_sharded_autotuning()
   platforms.start(cpu_devices=8)
   rows, refused = rank(machine, compiled=compiled)
   if not rows:

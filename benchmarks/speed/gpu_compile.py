@@ -35,7 +35,6 @@ topology, config, dtype). --largest_batch: the largest power-of-two global batch
 Nothing here runs on a GPU.
 """
 
-import dataclasses
 import json
 import os
 import time
@@ -48,12 +47,8 @@ from benchmarks.common.compile_only import CONFIGS as COMPILED_CONFIGS
 from benchmarks.speed import gpu_topologies
 from benchmarks.speed.gpu_topologies import GPUS, TOPOLOGIES
 from hybrid_parallel import platforms
-from hybrid_parallel.analysis import costmodel, hardware
+from hybrid_parallel.analysis import costmodel
 
-# docs/gpu.json's one-GPU rows (H200, JAX 0.11.2, 2026-11-23): the compute rate of the predictions.
-MEASURED = os.path.join(benchmarks.DOCS, "gpu.json")
-# JAX takes this share of a GPU's memory for XLA unless XLA_PYTHON_CLIENT_MEM_FRACTION says more.
-JAX_MEMORY_FRACTION = 0.75
 # Krizhevsky 2014's 8 K20s (Table 1, as secondary sources quote it), speed-up over one GPU at
 # batch 128: (conv batch, FC batch) (1024, 1024) and the variable batch (1024, 128).
 KRIZHEVSKY_8_GPUS = {"(1024, 1024)": 6.25, "(1024, 128)": 6.16}
@@ -90,24 +85,6 @@ def _spread_over_hosts(config, topology: str):
   if config.parallelism == "single":
     config.parallelism = "data"
   return config
-
-
-def calibrated_node(gpu: str, topology: str, model: str, dtype: str, *,
-                    measured: list[dict]) -> hardware.Machine:
-  """The node(s) of `topology` with the one-GPU curve measured on an H200 (docs/gpu.json's bare
-  step of the same model — or the two-column alexnet — and dtype): t(b) = t0 + b/r∞ through its
-  batch-128 and batch-512 points gives the step's fixed time t0 and the FLOPs' share of the peak
-  (an H100 has the same processor: the same curve; up to 1.4× slower where memory-bound)."""
-  rows = {r["batch"]: r for r in measured if r["dtype"] == dtype and r["model"] == (
-      model if any(m["model"] == model for m in measured) else "alexnet")}
-  small, large = rows[128], rows[512]
-  per_image = (large["step_ms"] - small["step_ms"]) / 1e3 / (512 - 128)
-  overhead = small["step_ms"] / 1e3 - 128 * per_image
-  hosts = int(topology.split("x")[1])
-  machine = dataclasses.replace(hardware.gpu_node(gpu, nodes=hosts), step_overhead_s=overhead)
-  return machine.calibrated(flops_per_step=large["flops_per_image"] * 512,
-                            seconds_per_step=large["step_ms"] / 1e3, dtype=dtype,
-                            source=f"H200 {large['model']} {dtype}: batches 128 and 512")
 
 
 def predict(ops, async_ops, *, mesh, machine, arch, plan, config) -> dict:
@@ -158,11 +135,12 @@ def compile_row(gpu: str, topology: str, name: str, *, dtype: str, devices, meas
   facts = compile_only.program_facts(compiled, config=config, plan=plan)
   hlo = compiled.as_text()
   async_ops = hlo_stats.async_collectives(hlo)
-  machine = calibrated_node(gpu, topology, config.model, dtype, measured=measured)
+  machine = gpu_topologies.calibrated_node(gpu, topology, model=config.model, dtype=dtype,
+                                           measured=measured)
   prediction = predict(hlo_stats.collectives(hlo, plan.data * plan.model), async_ops, mesh=mesh,
                        machine=machine, arch=models.ARCHITECTURES[config.model], plan=plan,
                        config=config)
-  capacity = JAX_MEMORY_FRACTION * GPUS[gpu].memory_bytes
+  capacity = gpu_topologies.JAX_MEMORY_FRACTION * GPUS[gpu].memory_bytes
   return {**row, "compiled": True, "compile_s": round(compile_s, 1),
           "devices": plan.data * plan.model,
           "hosts": len({d.process_index for d in mesh.devices.flat}),
@@ -184,7 +162,7 @@ def ranking(rows: list[dict]) -> list[dict]:
   """Predicted speed-ups on one 8-GPU node over one GPU at batch 128 (bfloat16, alexnet_owt, as
   measured), beside Krizhevsky 2014's on 8 K20s: owt8's (a), (b), (c) and data-parallel 8×1."""
   result = []
-  measured = one_gpu_rows()
+  measured = gpu_topologies.one_gpu_rows()
   for gpu in GPUS:
     base = next(r for r in measured if (r["model"], r["dtype"], r["batch"]) ==
                 ("alexnet_owt", "bfloat16", 128))["images_per_sec"]
@@ -204,11 +182,6 @@ def ranking(rows: list[dict]) -> list[dict]:
   return result
 
 
-def one_gpu_rows() -> list[dict]:
-  with open(MEASURED) as f:
-    return json.load(f)["sections"]["single_device"]["result"]
-
-
 def largest_batches(gpu: str, devices, *, known: list[dict], measured) -> list[dict]:
   """The largest power-of-two global batch of `single` and `owt8` (bfloat16) whose step fits
   one node's GPUs, searched from a guess scaled from gpu_compile.json's row (`known`)."""
@@ -223,7 +196,8 @@ def largest_batches(gpu: str, devices, *, known: list[dict], measured) -> list[d
     row = next((r for r in known if (r["gpu"], r["topology"], r["config"], r["dtype"]) ==
                 (gpu, "1x1x8", name, "bfloat16")), None)
     first = compile_only.first_guess(compile_only.config(name, "bfloat16").global_batch_size,
-                                     known=row, capacity_bytes=JAX_MEMORY_FRACTION
+                                     known=row,
+                                     capacity_bytes=gpu_topologies.JAX_MEMORY_FRACTION
                                      * GPUS[gpu].memory_bytes)
     rows.append({"gpu": gpu, "config": name,
                  **compile_only.largest_batch(lambda batch, name=name: attempt(name, batch),
@@ -231,21 +205,14 @@ def largest_batches(gpu: str, devices, *, known: list[dict], measured) -> list[d
   return rows
 
 
-def without_sharded_autotuning() -> None:
-  """No GPU to tune kernels on: XLA's sharded autotuning can hang a compile-only program
-  (openxla/xla#28959; MaxText's train_compile.py turns it off too). Before JAX starts."""
-  os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
-                             " --xla_gpu_shard_autotuning=false").strip()
-
-
 def main(argv):
   del argv
-  without_sharded_autotuning()
+  gpu_topologies.without_sharded_autotuning()
   platforms.start()  # before anything queries the devices.
   reason = gpu_topologies.unavailable_reason()
   if reason:
     raise SystemExit(f"error: {reason}.")
-  measured = one_gpu_rows()
+  measured = gpu_topologies.one_gpu_rows()
   if _DRY_RUN.value:
     devices = gpu_topologies.topology_devices("h100", "1x1x8")
     row = compile_row("h100", "1x1x8", "hybrid4", dtype="bfloat16", devices=devices,

@@ -12,10 +12,17 @@ GPU prints its own (the plugin asks a local GPU when no target_config is given).
 
 import dataclasses
 import importlib.util
+import json
 import os
 
+import benchmarks
 from hybrid_parallel import platforms
 from hybrid_parallel.analysis import hardware
+
+# docs/gpu.json's one-GPU rows (H200, JAX 0.11.2, 2026-11-23): the compute rate of the predictions.
+MEASURED = os.path.join(benchmarks.DOCS, "gpu.json")
+# JAX takes this share of a GPU's memory for XLA unless XLA_PYTHON_CLIENT_MEM_FRACTION says more.
+JAX_MEMORY_FRACTION = 0.75
 
 # Compute capability 9.0 (Hopper): the CUDA C++ Programming Guide's table of technical
 # specifications per compute capability — the same for the H100 and the H200.
@@ -109,3 +116,33 @@ def crosses_hosts(collective, mesh) -> bool:
   or a permute's pairs, in the mesh's device order) joins devices of different hosts."""
   hosts = [d.process_index for d in mesh.devices.flat]
   return any(len({hosts[i] for i in group}) > 1 for group in collective.members)
+
+
+def one_gpu_rows() -> list[dict]:
+  with open(MEASURED) as f:
+    return json.load(f)["sections"]["single_device"]["result"]
+
+
+def calibrated_node(gpu: str, topology: str, *, model: str, dtype: str,
+                    measured: list[dict]) -> hardware.Machine:
+  """The node(s) of `topology` with the one-GPU curve measured on an H200 (docs/gpu.json's bare
+  step of the same model — or the two-column alexnet — and dtype): t(b) = t0 + b/r∞ through its
+  batch-128 and batch-512 points gives the step's fixed time t0 and the FLOPs' share of the peak
+  (an H100 has the same processor: the same curve; up to 1.4× slower where memory-bound)."""
+  rows = {r["batch"]: r for r in measured if r["dtype"] == dtype and r["model"] == (
+      model if any(m["model"] == model for m in measured) else "alexnet")}
+  small, large = rows[128], rows[512]
+  per_image = (large["step_ms"] - small["step_ms"]) / 1e3 / (512 - 128)
+  overhead = small["step_ms"] / 1e3 - 128 * per_image
+  hosts = int(topology.split("x")[1])
+  machine = dataclasses.replace(hardware.gpu_node(gpu, nodes=hosts), step_overhead_s=overhead)
+  return machine.calibrated(flops_per_step=large["flops_per_image"] * 512,
+                            seconds_per_step=large["step_ms"] / 1e3, dtype=dtype,
+                            source=f"H200 {large['model']} {dtype}: batches 128 and 512")
+
+
+def without_sharded_autotuning() -> None:
+  """No GPU to tune kernels on: XLA's sharded autotuning can hang a compile-only program
+  (openxla/xla#28959; MaxText's train_compile.py turns it off too). Before JAX starts."""
+  os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
+                             " --xla_gpu_shard_autotuning=false").strip()
