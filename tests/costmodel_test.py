@@ -148,6 +148,14 @@ class TimeModelTest(absltest.TestCase):
     self.assertAlmostEqual(costmodel.with_transfers(0.5, [second(False)], m)["step_s"], 1.5)
 
 
+  def test_roofline_floors_are_each_resource_at_its_rate(self):
+    floors = costmodel.roofline_floors(flops=4e12, bytes_accessed=3e9, bytes_sent=1e9,
+                                       peak_flops=2e15, hbm_bytes_per_s=1e12,
+                                       link_bytes_per_s=None)  # an unstated link: no floor.
+    self.assertEqual(floors, {"flops / stated peak": 2e-3,
+                              "bytes accessed / HBM bandwidth": 3e-3})
+
+
 class CompiledTrafficTest(parameterized.TestCase):
 
   # The runs of step_test (scheme a) and variable_batch_test (b, c), with their configs and

@@ -12,9 +12,10 @@ compiled (or the one-sentence reason), HBM per core (arguments + temporaries + o
 XLA's memory analysis) against the core's HBM, the collective bytes each device sends read from
 the TPU HLO (analysis/hlo_stats.py) against the analytic minimum (analysis/costmodel.py), and an
 estimated step time: XLA's `optimal_seconds` where it is positive and not below the largest of
-the floors — FLOPs ÷ the stated peak, and where the bandwidths are stated bytes accessed ÷ HBM
-bandwidth (v4, v5e, v6e) and collective bytes ÷ one-way ICI bandwidth (v5e, v6e) — else that
-floor (each row says which). Nothing here is measured on a TPU. Rows are merged into
+the floors (`costmodel.roofline_floors`: no TPU step was ever timed, so the time model has
+nothing to calibrate a TPU on) — FLOPs ÷ the stated peak, and where the bandwidths are stated
+bytes accessed ÷ HBM bandwidth (v4, v5e, v6e) and collective bytes ÷ one-way ICI bandwidth
+(v5e, v6e) — else that floor (each row says which). Nothing here is measured on a TPU. Rows are merged into
 --out/tpu.json by (topology, config, dtype), so a run may add to it.
 
   python -m benchmarks.speed.tpu_compile --choices --topologies=v2:2x2
@@ -38,8 +39,9 @@ from absl import app, flags
 import benchmarks
 from benchmarks.common import compile_only
 from benchmarks.common.compile_only import CONFIGS
-from hybrid_parallel import platforms
 from benchmarks.speed.tpu_topologies import TOPOLOGIES, topology_devices
+from hybrid_parallel import platforms
+from hybrid_parallel.analysis import costmodel
 
 
 _TOPOLOGIES = flags.DEFINE_list("topologies", list(TOPOLOGIES), "TPU topologies to compile for.")
@@ -83,14 +85,11 @@ def compile_row(topology: str, name: str, dtype: str, *, devices, **overrides) -
   cost = compiled.cost_analysis() or {}
   facts = compile_only.program_facts(compiled, config=config, plan=plan)
   sent, hbm_bytes = facts["sent_bytes"], facts["hbm_bytes"]
-  # cost_analysis counts one device's program. Lower bounds on its time: its FLOPs at the
-  # stated peak, its bytes at the HBM bandwidth, the bytes it sends at the ICI bandwidth.
-  floors = {"flops / stated peak": cost.get("flops", 0.0) / device.peak_flops}
-  if device.hbm_bytes_per_s:
-    floors["bytes accessed / HBM bandwidth"] = (cost.get("bytes accessed", 0.0)
-                                                / device.hbm_bytes_per_s)
-  if device.ici_bytes_per_s:
-    floors["collective bytes / ICI bandwidth"] = sent / device.ici_bytes_per_s
+  # cost_analysis counts one device's program; the time model's lower bounds on its time.
+  floors = costmodel.roofline_floors(
+      flops=cost.get("flops", 0.0), bytes_accessed=cost.get("bytes accessed", 0.0),
+      bytes_sent=sent, peak_flops=device.peak_flops, hbm_bytes_per_s=device.hbm_bytes_per_s,
+      link_bytes_per_s=device.ici_bytes_per_s)
   bound, floor_s = max(floors.items(), key=lambda item: item[1])
   optimal = cost.get("optimal_seconds")
   sane = optimal is not None and optimal > 0 and optimal >= floor_s

@@ -27,6 +27,7 @@ import math
 from hybrid_parallel import models, partitioning
 from hybrid_parallel.analysis.hardware import Link, Machine
 
+
 def allreduce_time(algorithm: str, n: float, p: int, *, link: Link) -> float:
   """Seconds for a sum all-reduce of `n` bytes over `p` devices (module docstring formulas)."""
   if p <= 1:
@@ -266,6 +267,21 @@ def with_transfers(compute_s: float, transfers: list[Transfer], machine: Machine
   communication = exposed + max(0.0, hidden - compute_s)
   return {"compute_s": compute_s, "communication_s": communication,
           "step_s": compute_s + communication}
+
+
+def roofline_floors(*, flops: float, bytes_accessed: float, bytes_sent: float, peak_flops: float,
+                    hbm_bytes_per_s: float | None,
+                    link_bytes_per_s: float | None) -> dict[str, float]:
+  """Lower bounds on a compiled program's step where no step of the device was ever timed (the
+  compile-only TPUs: nothing to calibrate on): its FLOPs at the stated peak, the bytes it
+  accesses at the HBM bandwidth and the bytes it sends at the interconnect's, each where the
+  device's bandwidth is known. The largest is the roofline estimate."""
+  floors = {"flops / stated peak": flops / peak_flops}
+  if hbm_bytes_per_s:
+    floors["bytes accessed / HBM bandwidth"] = bytes_accessed / hbm_bytes_per_s
+  if link_bytes_per_s:
+    floors["collective bytes / ICI bandwidth"] = bytes_sent / link_bytes_per_s
+  return floors
 
 
 def _owt_passes(arch, plan, machine: Machine, *, compute: float, transfers: list[Transfer],
