@@ -46,7 +46,7 @@ from benchmarks.common import compile_only
 from benchmarks.common.compile_only import CONFIGS as COMPILED_CONFIGS
 from benchmarks.speed import gpu_topologies
 from benchmarks.speed.gpu_topologies import GPUS, TOPOLOGIES
-from hybrid_parallel import platforms
+from hybrid_parallel import partitioning, platforms
 from hybrid_parallel.analysis import costmodel
 
 # Krizhevsky 2014's 8 K20s (Table 1, as secondary sources quote it), speed-up over one GPU at
@@ -77,12 +77,13 @@ def _spread_over_hosts(config, topology: str):
   """On two nodes the data axis doubles across them, and the batches with it; the model scheme,
   which has no data axis (and alexnet's two columns no wider model axis), keeps its 1×2 mesh
   with one GPU on each node."""
-  if topology == "1x1x8" or config.parallelism == "model":
+  meshes = partitioning.SCHEMES[config.parallelism].mesh
+  if topology == "1x1x8" or meshes == "1×M":
     return config
   config.mesh.data *= 2
   config.global_batch_size *= 2
   config.eval_batch_size *= 2
-  if config.parallelism == "single":
+  if meshes == "1×1":  # one device a node: data parallelism across them.
     config.parallelism = "data"
   return config
 
