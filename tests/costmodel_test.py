@@ -148,6 +148,18 @@ class TimeModelTest(absltest.TestCase):
     self.assertAlmostEqual(costmodel.with_transfers(0.5, [second(False)], m)["step_s"], 1.5)
 
 
+  def test_an_averaging_meeting_sends_what_local_sgd_traffic_counts(self):
+    # On a link with only bandwidth, a meeting's seconds are its bytes: parameters and momenta,
+    # as the compiled programs send them (comm_volume's local-SGD rows), every `every` steps.
+    m = machine(hardware.Link("1 GB/s", alpha=0.0, beta=1e-9))
+    arch = models.ARCHITECTURES["alexnet_tiny"]
+    sizes = dict(image_size=64, num_classes=10)
+    for exchange in ("allreduce", "ring", "butterfly", "hopping_ring"):
+      t = costmodel.local_sgd_step_time(arch, m, replicas=4, batch_per_replica=16, every=4,
+                                        exchange=exchange, **sizes)
+      sent = costmodel.local_sgd_traffic(arch, replicas=4, exchange=exchange, **sizes)
+      self.assertAlmostEqual(t["communication_s"] * 4, sent["per_sync"] * 1e-9, msg=exchange)
+
   def test_roofline_floors_are_each_resource_at_its_rate(self):
     floors = costmodel.roofline_floors(flops=4e12, bytes_accessed=3e9, bytes_sent=1e9,
                                        peak_flops=2e15, hbm_bytes_per_s=1e12,

@@ -190,7 +190,7 @@ asynchronous_su = per_row(
 def _evidence(value, top: bool = True) -> str:
   """A finding's numbers, compactly: `key value; key {k: v, …}`."""
   if isinstance(value, dict):
-    items = [f"{k.replace('_', ' ')}{' ' if top else ': '}{_evidence(v, False)}"
+    items = [f"{str(k).replace('_', ' ')}{' ' if top else ': '}{_evidence(v, False)}"
              for k, v in value.items()]
     return "; ".join(items) if top else "{" + ", ".join(items) + "}"
   if isinstance(value, list):

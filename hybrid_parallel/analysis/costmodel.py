@@ -337,7 +337,7 @@ def local_sgd_traffic(arch, *, replicas: int, exchange: str, image_size: int, nu
   A-SGD a warm-start branch (the first client's parameters and momentum, all-reduced) beside its
   push.
   """
-  n = 4 * sum(layer.params for layer in layers(arch, image_size, num_classes))
+  n = _parameter_bytes(arch, image_size, num_classes)
   mixed = n * (2 if with_momentum else 1)
   ring = 2 * (replicas - 1) / replicas
   stages = max(1, math.ceil(math.log2(replicas)))
@@ -352,9 +352,14 @@ def local_sgd_traffic(arch, *, replicas: int, exchange: str, image_size: int, nu
   return {"per_sync": per_sync, "in_program": in_program}
 
 
+def _parameter_bytes(arch, image_size: int, num_classes: int) -> float:
+  """The model's float32 parameters, in bytes."""
+  return 4 * sum(layer.params for layer in layers(arch, image_size, num_classes))
+
+
 def local_sgd_step_time(arch, machine: Machine, *, replicas: int, batch_per_replica: int,
                         image_size: int, num_classes: int, every: int, exchange: str,
-                        exchanged_bytes: float | None = None, dtype: str = "float32") -> dict:
+                        with_momentum: bool = True, dtype: str = "float32") -> dict:
   """Seconds per step of model averaging or A-SGD: each replica's own SGD step, plus its meeting
   every `every` steps, spread over them.
 
@@ -364,7 +369,9 @@ def local_sgd_step_time(arch, machine: Machine, *, replicas: int, batch_per_repl
       its partner's (one stage per sync); "parameter_server" — A-SGD: each client pushes its
       change and fetches the server's parameters, n bytes each way, and the server's one link
       carries every client's (Paine et al.: the server is one process on another node).
-    exchanged_bytes: n; default the float32 parameters.
+    with_momentum: averaging mixes the momentum buffers with the parameters (the config's
+      `average_momentum`), so a meeting moves twice the float32 parameters; A-SGD moves the
+      parameters only.
 
   Returns:
     compute_s, communication_s (per step), step_s, and server_bound (A-SGD: whether the
@@ -373,7 +380,9 @@ def local_sgd_step_time(arch, machine: Machine, *, replicas: int, batch_per_repl
   single = partitioning.make_plan("single", 1, 1)
   compute = compute_time(arch, single, machine, global_batch=batch_per_replica,
                          image_size=image_size, num_classes=num_classes, dtype=dtype)
-  n = exchanged_bytes or 4 * sum(layer.params for layer in layers(arch, image_size, num_classes))
+  n = _parameter_bytes(arch, image_size, num_classes)
+  if with_momentum and exchange != "parameter_server":
+    n *= 2
   crosses = machine.nodes > 1
   link = machine.network if crosses else machine.node_link
   server_bound = False
