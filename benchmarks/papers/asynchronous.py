@@ -262,6 +262,9 @@ def main(argv):
     result["runs"] = others + run_part(
         settings, seeds=_SEEDS.value, all_machines=all_machines,
         done=[r for r in result["runs"] if r["part"].startswith(part)])
+    # The parts in their order, whichever ran last: the JSON and its tables depend on the runs
+    # alone, not on the order they were made in.
+    result["runs"].sort(key=lambda r: PARTS.index(r["part"].split()[0]))
     result["findings"] = findings(result["runs"], all_machines)
     result["time"] = time_rows(result["runs"], all_machines)
     benchmarks.publish(result, path)  # after every part: a long run keeps what it finished.
@@ -342,14 +345,6 @@ def _final(runs, label, key="final_eval_top1"):
   return [r[key] for r in _runs(runs, label)]
 
 
-def _late_error(run) -> float:
-  """The training error over the last tenth of a run (Paine smooths over 400 of ~10,000 steps
-  an epoch; here a tenth of 360 steps is about that share of the curve)."""
-  curve = run["train_error"]
-  tail = curve[-max(1, len(curve) // 10):]
-  return statistics.mean(e for _, e in tail)
-
-
 def _steps_to(run, top1: float) -> float:
   """The first step at which the run's test top-1 reaches `top1` (inf if never)."""
   return next((step for step, value in run["eval_top1"] if value >= top1), float("inf"))
@@ -393,7 +388,7 @@ def findings(runs: list[dict], all_machines) -> list[dict]:
     early = {c: [statistics.mean(e for _, e in r["train_error"][:len(r["train_error"]) // 4])
                  for r in _runs(runs, f"{c} client{'s' * (c > 1)}, cold start")]
              for c in (1, 2, 4, 8)}
-    late = {c: [_late_error(r) for r in _runs(runs, f"{c} client{'s' * (c > 1)}, cold start")]
+    late = {c: [tables.late_error(r) for r in _runs(runs, f"{c} client{'s' * (c > 1)}, cold start")]
             for c in (1, 2, 4, 8)}
     slower_first = min(early[8]) > max(early[1])
     faster_later = max(late[8]) < min(late[1])
@@ -405,7 +400,7 @@ def findings(runs: list[dict], all_machines) -> list[dict]:
          "late_error": {c: round(_mean(v), 4) for c, v in late.items()}})
   warm = lambda c, n: _runs(runs, f"{c} client{'s' * (c > 1)}, n_sync {n}, warm start")
   if warm(8, 4):
-    errors = {n: {c: [_late_error(r) for r in warm(c if c > 1 else 1, n if c > 1 else 1)]
+    errors = {n: {c: [tables.late_error(r) for r in warm(c if c > 1 else 1, n if c > 1 else 1)]
                   for c in (1, 2, 4, 8)} for n in (1, 4, 8)}
     more_is_better = all(max(errors[n][8]) < min(errors[n][1]) for n in errors)
     add("with a warm start more clients reach a lower training error at every n_sync",

@@ -140,9 +140,10 @@ def _by_label(runs, part):
     yield label, chosen, chosen[0]
 
 
-def _rows_of(part, cells):
+def _rows_of(part):
+  """The rows of `part`'s table: one per setting, with its runs and the first of them."""
   def rows(result):
-    return [{"label": label, "runs": chosen, "first": first, **cells(chosen, first)}
+    return [{"label": label, "runs": chosen, "first": first}
             for label, chosen, first in _by_label(result["runs"], part)]
   return rows
 
@@ -156,11 +157,13 @@ asynchronous_cause = per_row(
     ("momentum", lambda r: r["first"]["momentum"]),
     ("rate per client", lambda r: r["first"]["learning_rate"]), _FINAL,
     ("lowest seed", lambda r: percent(min(x["final_eval_top1"] for x in r["runs"]))),
-    rows=_rows_of("cause", lambda chosen, first: {}))
+    rows=_rows_of("cause"))
 
 
-def _late(r):
-  tail = r["train_error"][-max(1, len(r["train_error"]) // 10):]
+def late_error(run) -> float:
+  """The training error over the last tenth of a run (Paine smooths over 400 of ~10,000 steps
+  an epoch; here a tenth of 360 steps is about that share of the curve)."""
+  tail = run["train_error"][-max(1, len(run["train_error"]) // 10):]
   return statistics.mean(e for _, e in tail)
 
 
@@ -172,10 +175,10 @@ asynchronous_paine = per_row(
     ("warm start", lambda r: f"{100 * r['first']['warm_start_fraction']:.0f}%"),
     _FINAL,
     ("late training error %",
-     lambda r: f"{100 * statistics.mean(_late(x) for x in r['runs']):.1f}"),
+     lambda r: f"{100 * statistics.mean(late_error(x) for x in r['runs']):.1f}"),
     ("predicted s per step: Blue Waters / H100 node",
      lambda r: "{paper_hardware} / {h100_node}".format_map(r["first"]["predicted_step_s"])),
-    rows=_rows_of("paine", lambda chosen, first: {}))
+    rows=_rows_of("paine"))
 
 # Su et al.'s four averaging methods.
 asynchronous_su = per_row(
@@ -184,7 +187,7 @@ asynchronous_su = per_row(
     _FINAL,
     ("predicted s per step: 8 K20s / H100 node",
      lambda r: "{paper_hardware} / {h100_node}".format_map(r["first"]["predicted_step_s"])),
-    rows=_rows_of("su", lambda chosen, first: {}))
+    rows=_rows_of("su"))
 
 # The papers' claims against the runs.
 def _evidence(value, top: bool = True) -> str:
