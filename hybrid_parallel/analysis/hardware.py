@@ -116,7 +116,9 @@ NDR400 = Link("InfiniBand NDR 400 Gb/s per GPU", alpha=0.0, beta=1 / 50e9,
               source="DGX H100/H200: one 400 Gb/s ConnectX-7 NIC per GPU, 50 GB/s")
 # FireCaffe's cluster network (the scaling curves).
 FDR = Link("InfiniBand FDR", alpha=5e-6, beta=1 / 6e9, gamma=1 / 100e9,
-           source="InfiniBand FDR 4x: ≈ 6 GB/s, ≈ 5 µs (FireCaffe's Cray/InfiniBand cluster)")
+           source="InfiniBand FDR 4x: ≈ 6 GB/s, ≈ 5 µs (FireCaffe's Cray/InfiniBand cluster); "
+                  "the sum at 100 GB/s is an assumption (a GPU's reduction, far from the "
+                  "bottleneck), not a sourced figure")
 # Blue Waters' Cray Gemini network between the XK7 nodes of Paine et al. (one K20X per node, its
 # PCIe 2.0 link to the host's AMD Opteron).
 GEMINI = Link("Cray Gemini", alpha=1.5e-6, beta=1 / 6e9,
