@@ -7,8 +7,10 @@ What every study shares is here, in the package: where the docs are, how a resul
 and how a table is declared (one row per item of the JSON, as its columns)."""
 
 import json
+import math
 import os
 import re
+import statistics
 import sys
 from collections.abc import Callable
 
@@ -85,3 +87,45 @@ def percent(x: float) -> str:
 def spread(key: str) -> Callable[[dict], str]:
   """The cell "median (p10–p90)" of the timing `key`."""
   return lambda r: "{median} ({p10}–{p90})".format_map(r[key])
+
+
+# --- Results over seeds ------------------------------------------------------------------------
+
+DIGITS_TEST_IMAGES = 360  # digits' test split: an accuracy p has sampling error √(p(1−p)/360).
+
+
+def seed_statistics(top1: list) -> dict:
+  """The statistics of a test top-1 measured once per seed (`None` = the run diverged): the mean
+  and standard deviation over the seeds that finished, how many diverged, and the test set's
+  sampling error at the mean."""
+  finished = [v for v in top1 if v is not None]
+  mean = statistics.mean(finished) if finished else None
+  return dict(
+      eval_top1_mean=None if mean is None else round(mean, 6),
+      eval_top1_sd=round(statistics.stdev(finished), 6) if len(finished) > 1 else None,
+      seeds_diverged=len(top1) - len(finished),
+      sampling_error=None if mean is None else round(
+          math.sqrt(mean * (1 - mean) / DIGITS_TEST_IMAGES), 6))
+
+
+def add_seed(setting: dict, seed: int, result: dict) -> None:
+  """Appends `result` (one run of `setting` on `seed`: key → value, `eval_top1` among them) to
+  `setting`'s per-seed lists (`seeds`, and one list per key) and recomputes its statistics."""
+  setting.setdefault("seeds", []).append(seed)
+  for key, value in result.items():
+    setting.setdefault(key, []).append(value)
+  setting.update(seed_statistics(setting["eval_top1"]))
+
+
+def over_seeds(setting: dict) -> str:
+  """The cell "mean ± sd [± sampling error]" (percent) of a setting's `eval_top1` over its seeds
+  ("mean [± sampling error], 1 seed" for one), naming the seeds that diverged."""
+  n = len(setting["eval_top1"])
+  diverged = setting["seeds_diverged"]
+  if diverged == n:
+    return f"NaN on {'all ' * (n > 1)}{n} seed{'s' * (n > 1)}"
+  sd = "" if setting["eval_top1_sd"] is None else f" ± {100 * setting['eval_top1_sd']:.1f}"
+  cell = f"{100 * setting['eval_top1_mean']:.1f}{sd} [± {100 * setting['sampling_error']:.1f}]"
+  if n - diverged == 1:
+    cell += ", 1 seed"
+  return cell + (f" ({diverged} of {n} seeds NaN)" if diverged else "")

@@ -12,6 +12,7 @@ import tempfile
 
 from absl.testing import absltest
 
+import benchmarks
 from benchmarks import docs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -127,16 +128,30 @@ class TablesTest(absltest.TestCase):
     self.assertContainsSubset(included, set(docs.SOURCES))
     self.assertEqual(included, {name for name in docs.SOURCES if docs.measured(name)})
 
-  def test_the_large_batch_summary_takes_each_rules_best(self):
-    cell = lambda batch, rule, top1, **kw: dict(part="sweep", model="m", global_batch=batch,
-                                                 rule=rule, eval_top1=top1, steps=1, **kw)
-    results = [cell(32, "none", 0.9), cell(256, "none", 0.5), cell(256, "lars", 0.2),
-               cell(256, "lars", 0.7), cell(512, "none", 0.3), cell(512, "lars", 0.4),
-               dict(cell(256, "none", 0.99), part="grid")]  # not the sweep's.
+  def test_the_large_batch_summary_takes_each_rules_best_over_three_seeds(self):
+    def setting(batch, rule, top1s, part="sweep"):
+      row = dict(part=part, model="m", global_batch=batch, rule=rule, steps=1)
+      for seed, top1 in enumerate(top1s):  # None: the seed diverged, at step 7.
+        benchmarks.add_seed(row, seed, {"eval_top1": top1,
+                                        "diverged_at_step": None if top1 else 7})
+      return row
+    results = [setting(32, "none", [0.9] * 3), setting(256, "none", [0.5, 0.6, 0.4]),
+               setting(256, "lars", [0.2] * 3), setting(256, "lars", [0.7, 0.8, 0.6]),
+               setting(256, "lars", [0.99]),  # one seed: not the summary's.
+               setting(512, "none", [None] * 3), setting(512, "lars", [0.4, 0.4, None]),
+               setting(256, "none", [0.99] * 3, part="grid")]  # not the sweep's.
     summary, _ = docs.SOURCES["large_batch_summary"]
+    # mean ± sd over the seeds that finished [± √(p(1−p)/360), digits' test set].
     self.assertEqual(summary(results).splitlines(), [
         "| model | batch 32, none | 256, none | 256, lars | 512, best rule |",
-        "|---|---|---|---|---|", "| m | 90.00% | 50.00% | 70.00% | lars 40.00% |"])
+        "|---|---|---|---|---|",
+        "| m | 90.0 ± 0.0 [± 1.6] | 50.0 ± 10.0 [± 2.6] | 70.0 ± 10.0 [± 2.4] "
+        "| lars 40.0 ± 0.0 [± 2.6] (1 of 3 seeds NaN) |"])
+    sweep, _ = docs.SOURCES["large_batch"]  # every setting, the one-seed best included.
+    self.assertEqual(sweep(results).splitlines()[3:], [
+        "| m | 256 | 1 | 50.0 ± 10.0 [± 2.6] | 99.0 [± 0.5], 1 seed |",
+        "| m | 512 | 1 | NaN on all 3 seeds (step 7, 7, 7) | 40.0 ± 0.0 [± 2.6] (1 of 3 seeds "
+        "NaN) |"])
 
   def test_a_stale_block_is_found_and_rewritten(self):
     text = "before\n<!-- table: max_pool -->\n| made up |\n<!-- end table -->\nafter\n"
@@ -246,6 +261,29 @@ class BenchmarksTest(absltest.TestCase):
                        "run's num_epochs 15.")
       self.assertEqual(os.listdir(out), [])  # nothing trained, nothing written.
 
+  def test_large_batch_adds_seeds_to_a_setting_and_trains_none_twice(self):
+    # Seed 0, then seeds 0-1: the second run trains only seed 1 of `none`, and `linear` (the same
+    # run at the reference batch) takes each seed's result from it rather than training.
+    def sweep(out, seeds):
+      result = subprocess.run(
+          [sys.executable, "-m", "benchmarks.papers.large_batch", f"--out={out}",
+           "--models=alexnet_owt_tiny", "--batches=32", "--rules=none,linear", "--epochs=1",
+           f"--seeds={seeds}"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+      self.assertEqual(result.returncode, 0, result.stderr[-2000:])
+      with open(os.path.join(out, "large_batch.json")) as f:
+        return result.stdout.count('"seed": '), {r["rule"]: r for r in json.load(f)}
+    with tempfile.TemporaryDirectory() as out:
+      trained, first = sweep(out, "0")
+      self.assertEqual(trained, 1)
+      trained, rows = sweep(out, "0,1")
+      self.assertEqual(trained, 1)
+    none, linear = rows["none"], rows["linear"]
+    self.assertEqual((none["seeds"], linear["seeds"], linear["same_run_as"]),
+                     ([0, 1], [0, 1], "none"))
+    self.assertEqual(none["eval_top1"][0], first["none"]["eval_top1"][0])  # kept, not retrained.
+    self.assertEqual(linear["eval_top1"], none["eval_top1"])
+    self.assertAlmostEqual(none["eval_top1_mean"], sum(none["eval_top1"]) / 2, places=6)
+
   def test_large_batch_cells_are_configs_validation_accepts(self):
     # Every cell of the sweep, the --grid and --quick at the default flags (--quick's warmup once
     # outlasted its 2 epochs, and the run failed at its third cell). In a process of its own:
@@ -256,7 +294,8 @@ class BenchmarksTest(absltest.TestCase):
             "flags.FLAGS(['large_batch'])\n"
             "for grid, quick in ((False, False), (True, False), (False, True)):\n"
             "  for _, model, batch, rule, settings in large_batch.cells(grid=grid, quick=quick):\n"
-            "    experiment.resolve(large_batch.cell_config(model, batch, rule, **settings))\n"
+            "    experiment.resolve(large_batch.cell_config(model, batch, rule, **settings,\n"
+            "                                               seed=0))\n"
             "print('checked')\n")
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
                             text=True, timeout=300)

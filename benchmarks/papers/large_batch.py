@@ -4,10 +4,13 @@ Goyal et al.'s question on the real AlexNet).
   python -m benchmarks.papers.large_batch          # the sweep (hours on a 2-core CPU)
   python -m benchmarks.papers.large_batch --grid   # the tuning grid at 8× the reference
   python -m benchmarks.papers.large_batch --quick  # minutes: a smoke run, not a result
+  python -m benchmarks.papers.large_batch --models=alexnet_tiny,alexnet_bn_tiny,alexnet_owt_tiny
+                                                   # the same sweep at tiny width (~30 minutes)
 
 Every cell trains one model on digits at 64² on one device for --epochs epochs (equal for every
 batch) from the same base: reference batch 32 at η = --base_lr (Krizhevsky's 0.01), momentum 0.9,
-weight decay 5e-4, cosine decay, evaluation at the end. Only the global batch and the rule change:
+weight decay 5e-4, cosine decay, evaluation at the end, once per seed (--seeds: the seed sets
+the initialisation, the data order and dropout). Only the global batch and the rule change:
 
   none             η at every batch size;
   linear           η × k for k = batch / 32 (Goyal et al.'s linear scaling rule), from step 0;
@@ -19,13 +22,16 @@ At the reference batch (k = 1) linear and linear+warmup are the `none` run itsel
 for them (marked same_run_as) rather than trained again.
 
 Models (--models): `alexnet` (the 2012 net, LRN, no batch norm), `alexnet_owt` (one column, no
-LRN) and `alexnet_bn` (batch norm after every conv: the LARS paper's AlexNet-BN), all full width.
+LRN) and `alexnet_bn` (batch norm after every conv: the LARS paper's AlexNet-BN), all full width;
+their `_tiny` variants (models.py) run the same sweep in minutes.
 
 --grid: at 8× the reference batch (256), `alexnet`: LARS's η × trust coefficient, and the warmup
 length for linear + warmup and for LARS — what a researcher would tune (LARS_GRID, WARMUP_GRID).
 
-Resumable: every finished cell is written to --out's large_batch.json at once, and a cell already
-there (same model, batch, rule and settings) is not run again. SIGTERM or Ctrl-C stops it
+Each setting (model, batch, rule and its settings) is one row of large_batch.json, with one
+entry per seed in its per-seed lists (`seeds`, `eval_top1`, …) and their mean and spread.
+Resumable: every finished seed is written to --out's large_batch.json at once, and a seed already
+there for the same setting is not run again. SIGTERM or Ctrl-C stops it
 within a step and says so; only the cell in flight is lost. A cell that diverges to NaN is
 recorded as diverged at its step; one whose loss sits at chance after warmup is warned about by
 the training loop as it happens. Writes large_batch.json and .csv, and the PNGs
@@ -61,7 +67,10 @@ _LARS_LR = flags.DEFINE_float("lars_lr", 0.25, "LARS's η at the reference batch
 _LARS_TRUST = flags.DEFINE_float("lars_trust", 0.001, "LARS's trust coefficient.")
 _GRID = flags.DEFINE_bool("grid", False, "Run the tuning grid at 8× the reference batch instead.")
 _QUICK = flags.DEFINE_bool("quick", False, "alexnet at batch 32 and 256, 2 epochs (warmups of "
-                           "at most one): a smoke run.")
+                           "at most one), the first seed only: a smoke run.")
+_SEEDS = flags.DEFINE_list("seeds", ["0", "1", "2"], "Seeds each setting trains on.")
+flags.register_validator("seeds", lambda seeds: all(s.isdigit() for s in seeds) and seeds,
+                         message="--seeds: non-negative integers, at least one.")
 
 REFERENCE_BATCH = 32
 RULES = ("none", "linear", "linear+warmup", "lars")
@@ -70,11 +79,13 @@ LARS_GRID = {"lars_lr": (0.125, 0.25, 0.5, 2.0), "lars_trust": (0.001, 0.01)}
 # those cells are the `none` run, recorded once per rule rather than trained three times.
 SAME_AS_NONE_AT_REFERENCE = ("linear", "linear+warmup")
 WARMUP_GRID = (1.0, 3.0, 6.0)
+# What a run of a setting records per seed (run_cell), each a list in the setting's row.
+PER_SEED = ("eval_top1", "eval_loss", "diverged_at_step", "seconds", "train_loss")
 
 
 def cell_config(model: str, batch: int, rule: str, *, epochs: int, base_lr: float,
-                warmup_epochs: float, lars_lr: float, lars_trust: float):
-  """The config of one cell (module docstring)."""
+                warmup_epochs: float, lars_lr: float, lars_trust: float, seed: int):
+  """The config of one cell (module docstring) on one seed."""
   from configs import default
   if rule not in RULES:
     raise SystemExit(f"error: unknown rule {rule!r}; choose from {', '.join(RULES)}.")
@@ -82,7 +93,8 @@ def cell_config(model: str, batch: int, rule: str, *, epochs: int, base_lr: floa
   config.update(model=model, image_size=64, num_epochs=int(epochs),
                 reference_batch_size=REFERENCE_BATCH, base_learning_rate=base_lr,
                 lr_decay="cosine", lr_scaling="none" if rule == "none" else "linear",
-                eval_every_steps=10**9, checkpoint_every_steps=0, eval_batch_size=120)
+                eval_every_steps=10**9, checkpoint_every_steps=0, eval_batch_size=120,
+                seed=seed)
   if rule in ("linear+warmup", "lars"):
     config.update(warmup_epochs=warmup_epochs, warmup="gradual")
   if rule == "lars":
@@ -103,7 +115,8 @@ def cell_key(cell: dict) -> tuple:
 
 
 def run_cell(config, train) -> dict:
-  """Trains one cell; its final evaluation and training-loss curve, or where it diverged."""
+  """Trains one cell on one seed; its final evaluation and training-loss curve, or where it
+  diverged."""
   from hybrid_parallel import faults
   with tempfile.TemporaryDirectory() as workdir:
     start = time.perf_counter()
@@ -115,12 +128,11 @@ def run_cell(config, train) -> dict:
     seconds = time.perf_counter() - start
     with open(os.path.join(workdir, "metrics.jsonl")) as f:
       rows = [json.loads(line) for line in f]
-  curve = [(r["step"], r["train_loss"]) for r in rows if "train_loss" in r]
   return {"eval_top1": round(final["eval_top1"], 4) if final else None,
           "eval_loss": round(final["eval_loss"], 4) if final else None,
           "diverged_at_step": int(diverged_at) if diverged_at else None,
-          "seconds": round(seconds, 1), "loss_steps": [s for s, _ in curve],
-          "train_loss": [round(v, 4) for _, v in curve]}
+          "seconds": round(seconds, 1),
+          "train_loss": [round(r["train_loss"], 4) for r in rows if "train_loss" in r]}
 
 
 def cells(*, grid: bool, quick: bool):
@@ -156,12 +168,15 @@ def write_outputs(results, out: str) -> None:
   import matplotlib.pyplot as plt
 
   benchmarks.publish(results, os.path.join(out, "large_batch.json"))
-  columns = ["model", "rule", "global_batch", "steps", "peak_lr", "epochs", "warmup_epochs",
-             "lars_lr", "lars_trust", "eval_top1", "eval_loss", "diverged_at_step", "seconds"]
+  columns = ["model", "rule", "global_batch", "seed", "steps", "peak_lr", "epochs",
+             "warmup_epochs", "lars_lr", "lars_trust", "eval_top1", "eval_loss",
+             "diverged_at_step", "seconds"]
   with open(os.path.join(out, "large_batch.csv"), "w", newline="") as f:
     writer = csv.DictWriter(f, columns, extrasaction="ignore")
     writer.writeheader()
-    writer.writerows(results)
+    for r in results:  # one line per seed.
+      for i, seed in enumerate(r["seeds"]):
+        writer.writerow({**r, "seed": seed, **{k: r[k][i] for k in PER_SEED if k != "train_loss"}})
   sweep = [r for r in results if r["part"] == "sweep"]
   models = list(dict.fromkeys(r["model"] for r in sweep))
   if not models:
@@ -170,19 +185,19 @@ def write_outputs(results, out: str) -> None:
                            squeeze=False)
   for ax, model in zip(axes[0], models):
     for rule in RULES:
-      best = {}  # per batch, the rule's best setting (as the README's table).
+      best = {}  # per batch, the rule's best setting by its mean (as the README's table).
       for r in sweep:
         if r["model"] == model and r["rule"] == rule:
           best[r["global_batch"]] = max(best.get(r["global_batch"], 0.0),
-                                        100 * (r["eval_top1"] or 0.0))
+                                        100 * (r["eval_top1_mean"] or 0.0))
       points = sorted(best.items())
       if points:
-        ax.plot(*zip(*points), marker="o", label=rule)  # a run that diverged counts as 0.
+        ax.plot(*zip(*points), marker="o", label=rule)  # every seed diverged: 0.
     ax.set_xscale("log", base=2)
     ax.set_xlabel("global batch")
     ax.set_title(f"{model}, digits, equal epochs")
     ax.grid(alpha=0.3)
-  axes[0][0].set_ylabel("test top-1 (%)")
+  axes[0][0].set_ylabel("test top-1 (%), mean over seeds")
   axes[0][0].legend()
   fig.tight_layout()
   fig.savefig(os.path.join(out, "large_batch_accuracy.png"), dpi=110)
@@ -195,17 +210,18 @@ def write_outputs(results, out: str) -> None:
       runs = [r for r in sweep
               if (r["model"], r["rule"], r["global_batch"]) == (model, rule, 8 * REFERENCE_BATCH)]
       for j, r in enumerate(runs):  # a rule tried with several settings: one style each.
-        epochs = [s / r["steps_per_epoch"] for s in r["loss_steps"]]
         label = rule if rule != "lars" else (f"lars η {r['lars_lr']}, trust {r['lars_trust']}, "
                                              f"warmup {r['warmup_epochs']:g}")
-        ax.plot(epochs, r["train_loss"], color=f"C{i}", alpha=1.0 - 0.6 * j / max(len(runs), 2),
-                linestyle=("-", "--", ":", "-.")[j % 4], label=label)
+        for k, losses in enumerate(r["train_loss"]):  # one line per seed, the setting's label once.
+          ax.plot(range(1, len(losses) + 1), losses, color=f"C{i}",
+                  alpha=1.0 - 0.6 * j / max(len(runs), 2), linestyle=("-", "--", ":", "-.")[j % 4],
+                  label=label if k == 0 else None)
     ax.set_xlabel("epoch")
     ax.set_title(f"{model}, batch {8 * REFERENCE_BATCH}")
     ax.set_yscale("log")
     ax.set_ylim(1e-3, 20)  # a diverging run leaves the chart rather than flatten the others.
     ax.grid(alpha=0.3)
-  axes[0][0].set_ylabel("training loss")
+  axes[0][0].set_ylabel("training loss (one line per seed)")
   axes[0][0].legend(fontsize=8)
   fig.tight_layout()
   fig.savefig(os.path.join(out, "large_batch_loss.png"), dpi=110)
@@ -221,26 +237,23 @@ def main(argv):
 
   logging.set_verbosity(logging.WARNING)  # the loop's warnings (divergence) still show.
   path = os.path.join(_OUT.value, "large_batch.json")
-  results = []
-  if os.path.exists(path):
-    with open(path) as f:
-      results = [r for r in json.load(f) if "model" in r]
-  done = {cell_key(r) for r in results}
-  todo = [c for c in cells(grid=_GRID.value, quick=_QUICK.value)
-          if cell_key({"part": c[0], "model": c[1], "global_batch": c[2], "rule": c[3], **c[4]})
-          not in done]
-  for _, model, batch, rule, settings in todo:  # bad flags: one sentence before any training.
+  results = [r for r in benchmarks.load_if_present(path) if "model" in r]
+  settings_of = {cell_key(r): r for r in results}
+  seeds = [int(s) for s in _SEEDS.value][:1 if _QUICK.value else None]
+  todo = [(cell, seed) for cell in cells(grid=_GRID.value, quick=_QUICK.value) for seed in seeds
+          if seed not in settings_of.get(_key_of(cell), {}).get("seeds", ())]
+  for (_, model, batch, rule, settings), seed in todo:  # bad flags: one sentence before any work.
     try:
-      experiment.resolve(cell_config(model, batch, rule, **settings))
+      experiment.resolve(cell_config(model, batch, rule, **settings, seed=seed))
     except UserError as e:
       sys.exit(f"error: {e}")
   try:
-    run_cells(todo, results)
+    run_cells(todo, results, settings_of)
   except (faults.Stopped, KeyboardInterrupt) as e:
     # A cell trains in a temporary workdir: what its loop saved at the signal goes with it.
     stopped = isinstance(e, faults.Stopped)
-    kept = (f"the {len(results)} finished cells are in {path}, and the same command resumes "
-            f"from them" if results else "no cell had finished, so nothing was written")
+    kept = (f"the {len(results)} settings' finished seeds are in {path}, and the same command "
+            f"resumes from them" if results else "no cell had finished, so nothing was written")
     print(f"{signal.Signals(e.signum).name if stopped else 'SIGINT'}: stopped during a cell, "
           f"whose partial run is not kept; {kept}.", file=sys.stderr)
     sys.exit(e.exit_code if stopped else 130)
@@ -249,38 +262,49 @@ def main(argv):
   print(tables.large_batch(results) + "\n\n" + tables.large_batch_grid(results))
 
 
-def run_cells(todo, results):
-  """Trains the `todo` cells, appending each to `results` and writing the outputs after each."""
+def _key_of(cell) -> tuple:
+  part, model, batch, rule, settings = cell
+  return cell_key({"part": part, "model": model, "global_batch": batch, "rule": rule, **settings})
+
+
+def run_cells(todo, results, settings_of):
+  """Trains the `todo` cells (each on one seed), adding each to its setting's row of `results`
+  (`settings_of`: cell_key → row) and writing the outputs after each."""
   import experiment
   import train
   from hybrid_parallel import optim
   start = time.perf_counter()
   train_examples = None
-  for i, (part, model, batch, rule, settings) in enumerate(todo, start=1):
-    if batch == REFERENCE_BATCH and rule in SAME_AS_NONE_AT_REFERENCE:
-      same = [r for r in results if cell_key(r) == cell_key(
-          {"part": part, "model": model, "global_batch": batch, "rule": "none", **settings})]
-      if same:
-        results.append({**same[0], "rule": rule, "same_run_as": "none"})
-        write_outputs(results, _OUT.value)
-        continue
-    config = cell_config(model, batch, rule, **settings)
+  for i, (cell, seed) in enumerate(todo, start=1):
+    part, model, batch, rule, settings = cell
+    config = cell_config(model, batch, rule, **settings, seed=seed)
     if train_examples is None:
       train_examples = experiment.load_dataset(experiment.resolve(config)).num_train
     steps_per_epoch = train_examples // batch
-    config.log_every_steps = steps_per_epoch  # one loss point per epoch.
-    peak = optim.peak_learning_rate(config.base_learning_rate, batch,
-                                    reference_batch=config.reference_batch_size,
-                                    scaling=config.lr_scaling)
-    result = {"part": part, "model": model, "rule": rule, "global_batch": batch, **settings,
-              "steps_per_epoch": steps_per_epoch, "steps": steps_per_epoch * settings["epochs"],
-              "peak_lr": round(peak, 4), **run_cell(config, train)}
-    results.append(result)
-    print(json.dumps({k: v for k, v in result.items() if k not in ("loss_steps", "train_loss")}),
-          flush=True)
-    print(f"cell {i}/{len(todo)} done, {time.perf_counter() - start:.0f} s so far",
-          file=sys.stderr, flush=True)
-    write_outputs(results, _OUT.value)  # after every cell: a stopped sweep resumes from here.
+    if _key_of(cell) not in settings_of:
+      peak = optim.peak_learning_rate(config.base_learning_rate, batch,
+                                      reference_batch=config.reference_batch_size,
+                                      scaling=config.lr_scaling)
+      settings_of[_key_of(cell)] = {
+          "part": part, "model": model, "rule": rule, "global_batch": batch, **settings,
+          "steps_per_epoch": steps_per_epoch, "steps": steps_per_epoch * settings["epochs"],
+          "peak_lr": round(peak, 4)}
+      results.append(settings_of[_key_of(cell)])
+    row = settings_of[_key_of(cell)]
+    none = settings_of.get(_key_of((part, model, batch, "none", settings)), {})
+    if batch == REFERENCE_BATCH and rule in SAME_AS_NONE_AT_REFERENCE and seed in none.get(
+        "seeds", ()):
+      at = none["seeds"].index(seed)
+      row["same_run_as"] = "none"
+      benchmarks.add_seed(row, seed, {k: none[k][at] for k in PER_SEED})
+    else:
+      config.log_every_steps = steps_per_epoch  # one loss point per epoch.
+      benchmarks.add_seed(row, seed, run_cell(config, train))
+      print(json.dumps({"model": model, "global_batch": batch, "rule": rule, "seed": seed,
+                        **{k: row[k][-1] for k in PER_SEED if k != "train_loss"}}), flush=True)
+      print(f"cell {i}/{len(todo)} done, {time.perf_counter() - start:.0f} s so far",
+            file=sys.stderr, flush=True)
+    write_outputs(results, _OUT.value)  # after every seed: a stopped sweep resumes from here.
   print(f"{len(todo)} cells in {time.perf_counter() - start:.0f} s", file=sys.stderr)
 
 

@@ -2,10 +2,9 @@
 docs/large_batch.md, docs/asynchronous.md), from the JSON of benchmarks/papers/: table1,
 owt_variants, large_batch, asynchronous."""
 
-import math
 import statistics
 
-from benchmarks import per_row, percent, table
+from benchmarks import over_seeds, per_row, percent, seed_statistics, table
 
 
 # Every config trained end to end by main.py.
@@ -16,13 +15,21 @@ table1 = per_row(
     ("test top-1", lambda r: percent(r["eval_top1"])),
     ("test top-5", lambda r: percent(r["eval_top5"])))
 
-# benchmarks/papers/owt_variants.py: owt8 under (a) and (b) at equal epochs.
+def _lowest_after_learning(r) -> str:
+  lowest = r["lowest_top1_after_learning"]
+  never = sum(v is None for v in lowest)
+  return (percent(min(v for v in lowest if v is not None)) if never < len(lowest) else "—") + (
+      f" ({never} of {len(lowest)} seeds never reached 50%)" if never else "")
+
+
+# benchmarks/papers/owt_variants.py: owt8 under (a) and (b) at equal epochs, over seeds.
 owt_variants = per_row(
-    ("run", "{run}"),
-    ("overrides of its config", lambda r: f"`{r['config']}` " + (
-        " ".join(o.removeprefix("--config.") for o in r["overrides"]) or "—")),
-    ("steps (= epochs)", "{steps}"), ("test top-1", lambda r: percent(r["eval_top1"])),
-    ("top-5", lambda r: percent(r["eval_top5"])), ("wall-clock s", "{wall_clock_s}"))
+    ("run", "{run}"), ("model", "{model}"),
+    ("config", lambda r: f"`{r['config']}` " + (" ".join(
+        o.removeprefix("--config.") for o in r["overrides"] if ".model=" not in o) or "—")),
+    ("seeds", lambda r: len(r["seeds"])), ("test top-1 %", over_seeds),
+    ("each seed", lambda r: ", ".join(f"{100 * v:.1f}" for v in r["eval_top1"])),
+    ("lowest once past 50%", _lowest_after_learning))
 
 def large_batch_tiny(results) -> str:
   """The first sweep (alexnet_bn_tiny): final test top-1 by global batch and rule."""
@@ -35,22 +42,24 @@ def large_batch_tiny(results) -> str:
 
 
 def _top1(r) -> str:
-  if r["eval_top1"] is None:
-    return f"NaN at step {r['diverged_at_step']}"
-  return percent(r["eval_top1"])
+  """A setting's test top-1 over its seeds, or the steps at which every seed diverged."""
+  if r["seeds_diverged"] == len(r["seeds"]):
+    return f"{over_seeds(r)} (step {', '.join(map(str, r['diverged_at_step']))})"
+  return over_seeds(r)
 
 
 _LARGE_BATCH_RULES = ("none", "linear", "linear+warmup", "lars")  # large_batch.RULES' order.
 _REFERENCE_BATCH = 32  # large_batch.REFERENCE_BATCH; its tables compare 8× it.
 
 
-def _best_sweep_cells(results) -> dict:
-  """(model, batch, rule) → the sweep's best cell (a rule run with several settings)."""
+def _best_sweep_cells(results, *, min_seeds: int = 1) -> dict:
+  """(model, batch, rule) → the sweep's setting with the best mean top-1 (a rule run with
+  several settings) among those run on at least `min_seeds` seeds."""
   cells = {}
   for r in results:
     key = (r["model"], r["global_batch"], r["rule"])
-    if r.get("part") == "sweep" and (key not in cells or (r["eval_top1"] or 0.0) >
-                                     (cells[key]["eval_top1"] or 0.0)):
+    if r.get("part") == "sweep" and len(r["seeds"]) >= min_seeds and (
+        key not in cells or (r["eval_top1_mean"] or 0.0) > (cells[key]["eval_top1_mean"] or 0.0)):
       cells[key] = r
   return cells
 
@@ -61,8 +70,8 @@ def _cell(cells: dict, key) -> str:
 
 def large_batch(results) -> str:
   """The sweep: final test top-1 by model and global batch (rows) and rule (columns), the best
-  cell where a rule was run with several settings (large_batch_grid lists them); "" until a
-  cell of the sweep has run."""
+  setting where a rule was run with several (large_batch_grid lists them), over its seeds; ""
+  until a cell of the sweep has run."""
   sweep = [r for r in results if r.get("part") == "sweep"]
   if not sweep:
     return ""
@@ -76,10 +85,14 @@ def large_batch(results) -> str:
                  for model, batch, steps in rows))
 
 
+SUMMARY_SEEDS = 3  # the README's summary shows only settings run on at least this many seeds.
+
+
 def large_batch_summary(results) -> str:
-  """The README's view of the sweep: per model, the reference batch, every rule's best at 8×
-  it, and the best rule at the largest batch run ("" until a cell of the sweep has run)."""
-  cells = _best_sweep_cells(results)
+  """The README's view of the sweep, over at least SUMMARY_SEEDS seeds: per model, the reference
+  batch, every rule's best at 8× it, and the best rule at the largest batch run ("" until such
+  a setting has run)."""
+  cells = _best_sweep_cells(results, min_seeds=SUMMARY_SEEDS)
   if not cells:
     return ""
   models = list(dict.fromkeys(model for model, _, _ in cells))
@@ -89,7 +102,7 @@ def large_batch_summary(results) -> str:
 
   def best_at_largest(model) -> str:
     runs = [cells[k] for k in cells if k[:2] == (model, largest)]
-    best = max(runs, key=lambda r: r["eval_top1"] or 0.0) if runs else None
+    best = max(runs, key=lambda r: r["eval_top1_mean"] or 0.0) if runs else None
     return f"{best['rule']} {_top1(best)}" if best else "—"
 
   return table(["model", f"batch {reference}, none", *(f"{large}, {rule}" for rule in rules),
@@ -97,6 +110,13 @@ def large_batch_summary(results) -> str:
                 ([model, _cell(cells, (model, reference, "none")),
                   *(_cell(cells, (model, large, rule)) for rule in rules), best_at_largest(model)]
                  for model in models))
+
+
+def _final_loss(r) -> str:
+  """The median over the seeds that finished of a setting's last training loss."""
+  last = [losses[-1] for losses, top1 in zip(r["train_loss"], r["eval_top1"])
+          if losses and top1 is not None]
+  return f"{statistics.median(last):.4g}" if last else "—"
 
 
 def _lars(r, key: str):
@@ -109,8 +129,8 @@ _large_batch_grid = per_row(
     ("model", "{model}"), ("rule", "{rule}"), ("warmup epochs", "{warmup_epochs}"),
     ("LARS η (at batch 32)", lambda r: _lars(r, "lars_lr")),
     ("LARS trust coefficient", lambda r: _lars(r, "lars_trust")), ("peak LR", "{peak_lr}"),
-    ("test top-1", _top1),
-    ("final training loss", lambda r: r["train_loss"][-1] if r["train_loss"] else "—"),
+    ("test top-1 % (mean ± sd [± sampling])", _top1),
+    ("seeds", lambda r: len(r["seeds"])), ("final training loss (median)", _final_loss),
     rows=lambda results: [r for r in results if r.get("part") == "grid" or (
         r.get("part") == "sweep" and r["global_batch"] == 8 * _REFERENCE_BATCH
         and r["rule"] in ("linear+warmup", "lars"))])
@@ -121,15 +141,9 @@ def large_batch_grid(results) -> str:
   return table if table.count("\n") > 1 else ""  # more than the header: something was tried.
 
 
-TEST_IMAGES = 360  # digits' test split: the sampling error of an accuracy p is √(p(1−p)/360).
-
-
 def _spread(values) -> str:
   """"mean ± standard deviation over the seeds [± the test set's sampling error]"."""
-  mean = statistics.mean(values)
-  sd = statistics.stdev(values) if len(values) > 1 else 0.0
-  sampling = math.sqrt(max(mean * (1 - mean), 0.0) / TEST_IMAGES)
-  return f"{100 * mean:.1f} ± {100 * sd:.1f} [± {100 * sampling:.1f}]"
+  return over_seeds({"eval_top1": values, **seed_statistics(values)})
 
 
 def _by_label(runs, part):
