@@ -22,7 +22,8 @@ Writes owt_variants.json — one row per run and model: per-seed lists (`seeds`,
 `eval_top5`, the lowest test top-1 after first reaching LEARNED, wall-clock, the test top-1 and
 training-loss curves) and their mean and spread — and owt_variants.png (every seed's curves
 against epochs) to --out; the README's and docs/schemes.md's table is made from the JSON. A
-stopped study resumes: a run's seeds already in the JSON are not trained again.
+stopped study resumes: a run's seeds already in the JSON are not trained again (rows are known
+by run and model, so after a change to a run's config, delete its row to measure it again).
 """
 
 import os
