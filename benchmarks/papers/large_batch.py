@@ -181,9 +181,8 @@ def write_outputs(results, out: str) -> None:
   models = list(dict.fromkeys(r["model"] for r in sweep))
   if not models:
     return
-  fig, axes = plt.subplots(1, len(models), figsize=(4.5 * len(models), 4), sharey=True,
-                           squeeze=False)
-  for ax, model in zip(axes[0], models):
+  fig, axes = _panels(plt, len(models))
+  for ax, model in zip(axes.flat, models):
     for rule in RULES:
       best = {}  # per batch, the rule's best setting by its mean (as the README's table).
       for r in sweep:
@@ -197,15 +196,15 @@ def write_outputs(results, out: str) -> None:
     ax.set_xlabel("global batch")
     ax.set_title(f"{model}, digits, equal epochs")
     ax.grid(alpha=0.3)
-  axes[0][0].set_ylabel("test top-1 (%), mean over seeds")
+  for ax in axes[:, 0]:
+    ax.set_ylabel("test top-1 (%), mean over seeds")
   axes[0][0].legend()
   fig.tight_layout()
   fig.savefig(os.path.join(out, "large_batch_accuracy.png"), dpi=110)
   plt.close(fig)  # drawn after every cell: a long sweep would keep every figure open.
 
-  fig, axes = plt.subplots(1, len(models), figsize=(4.5 * len(models), 4), sharey=True,
-                           squeeze=False)
-  for ax, model in zip(axes[0], models):
+  fig, axes = _panels(plt, len(models))
+  for ax, model in zip(axes.flat, models):
     for i, rule in enumerate(RULES):
       runs = [r for r in sweep
               if (r["model"], r["rule"], r["global_batch"]) == (model, rule, 8 * REFERENCE_BATCH)]
@@ -221,11 +220,23 @@ def write_outputs(results, out: str) -> None:
     ax.set_yscale("log")
     ax.set_ylim(1e-3, 20)  # a diverging run leaves the chart rather than flatten the others.
     ax.grid(alpha=0.3)
-  axes[0][0].set_ylabel("training loss (one line per seed)")
+  for ax in axes[:, 0]:
+    ax.set_ylabel("training loss (one line per seed)")
   axes[0][0].legend(fontsize=8)
   fig.tight_layout()
   fig.savefig(os.path.join(out, "large_batch_loss.png"), dpi=110)
   plt.close(fig)
+
+
+def _panels(plt, count: int):
+  """A figure of `count` panels, three to a row (the unused ones hidden)."""
+  columns = min(3, count)
+  rows = -(-count // columns)
+  fig, axes = plt.subplots(rows, columns, figsize=(4.5 * columns, 4 * rows), sharey=True,
+                           squeeze=False)
+  for ax in axes.flat[count:]:
+    ax.set_visible(False)
+  return fig, axes
 
 
 def main(argv):
