@@ -94,6 +94,16 @@ def spread(key: str) -> Callable[[dict], str]:
 DIGITS_TEST_IMAGES = 360  # digits' test split: an accuracy p has sampling error √(p(1−p)/360).
 
 
+def define_seeds_flag():
+  """The `--seeds` flag of a study that trains: the seeds each setting runs on (three by default;
+  the seed sets the initialisation, the data order and dropout)."""
+  from absl import flags
+  holder = flags.DEFINE_list("seeds", ["0", "1", "2"], "Seeds each setting trains on.")
+  flags.register_validator("seeds", lambda seeds: all(s.isdigit() for s in seeds) and seeds,
+                           message="--seeds: non-negative integers, at least one.")
+  return holder
+
+
 def seed_statistics(top1: list) -> dict:
   """The statistics of a test top-1 measured once per seed (`None` = the run diverged): the mean
   and standard deviation over the seeds that finished, how many diverged, and the test set's

@@ -68,9 +68,7 @@ _LARS_TRUST = flags.DEFINE_float("lars_trust", 0.001, "LARS's trust coefficient.
 _GRID = flags.DEFINE_bool("grid", False, "Run the tuning grid at 8× the reference batch instead.")
 _QUICK = flags.DEFINE_bool("quick", False, "alexnet at batch 32 and 256, 2 epochs (warmups of "
                            "at most one), the first seed only: a smoke run.")
-_SEEDS = flags.DEFINE_list("seeds", ["0", "1", "2"], "Seeds each setting trains on.")
-flags.register_validator("seeds", lambda seeds: all(s.isdigit() for s in seeds) and seeds,
-                         message="--seeds: non-negative integers, at least one.")
+_SEEDS = benchmarks.define_seeds_flag()
 
 REFERENCE_BATCH = 32
 RULES = ("none", "linear", "linear+warmup", "lars")

@@ -49,9 +49,7 @@ RUNS = {
 _RUNS = flags.DEFINE_list("runs", list(RUNS), "Which runs (module docstring).")
 flags.register_validator("runs", lambda runs: set(runs) <= set(RUNS),
                          message=f"--runs: choose from {', '.join(RUNS)}.")
-_SEEDS = flags.DEFINE_list("seeds", ["0", "1", "2"], "Seeds each run trains on.")
-flags.register_validator("seeds", lambda seeds: all(s.isdigit() for s in seeds) and seeds,
-                         message="--seeds: non-negative integers, at least one.")
+_SEEDS = benchmarks.define_seeds_flag()
 _MODEL = flags.DEFINE_enum("model", None, ["alexnet_owt", "alexnet_owt_tiny"],
                            "The network, if not the configs' own (alexnet_owt).")
 _EVAL_EVERY = flags.DEFINE_integer("eval_every_steps", 10, "Evaluate every this many steps.")
@@ -68,9 +66,10 @@ def run(name: str, *, seed: int, model: str | None, eval_every_steps: int,
   settings = overrides + ((f"--config.model={model}",) if model else ())
   logging = (f"--config.eval_every_steps={eval_every_steps}", "--config.log_every_steps=5",
              f"--config.seed={seed}")
+  run_name = f"{name}_{model or 'default'}_{seed}"
   result = main_runs.run_config(config, workdirs, overrides=settings + logging,
-                                run_name=f"{name}_{model or 'default'}_{seed}")
-  rows = main_runs.metrics_rows(os.path.join(workdirs, f"{name}_{model or 'default'}_{seed}"))
+                                run_name=run_name)
+  rows = main_runs.metrics_rows(os.path.join(workdirs, run_name))
   curve = [[r["step"], round(r["eval_top1"], 4)] for r in rows if "eval_top1" in r]
   learned = [i for i, (_, top1) in enumerate(curve) if top1 >= LEARNED]
   setting = {"run": name, "config": config, "overrides": list(settings),
