@@ -103,7 +103,15 @@ def load(name: str, *, image_size: int, seed: int = 0, synthetic_examples: int =
     return arrays.load(name, image_size=image_size, seed=seed,
                        synthetic_examples=synthetic_examples,
                        synthetic_classes=synthetic_classes)
-  from input_pipeline import tfds_source  # TensorFlow loads only for the datasets that need it.
+  try:  # TensorFlow loads only for the datasets that need it.
+    from input_pipeline import tfds_source
+  except ModuleNotFoundError as e:
+    if e.name not in ("tensorflow", "tensorflow_datasets"):
+      raise
+    raise UserError(f"dataset {name!r} is read by tensorflow-datasets, and {e.name} is not "
+                    f"installed here: pip install -r requirements.txt, or prepare the dataset "
+                    f"where TensorFlow is (python -m input_pipeline.prepare) and train on "
+                    f"{PREPARED}DIR.") from None
   return tfds_source.TfdsDataset(name, image_size=image_size, data_dir=data_dir,
                                  download=download, input_shards=input_shards,
                                  shuffle_buffer=shuffle_buffer,

@@ -22,7 +22,7 @@ import train
 from configs import hybrid4
 from hybrid_parallel import checkpointing
 from hybrid_parallel.errors import UserError
-from tests import numerics
+from tests import numerics, testing
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # configs/hybrid4.py with these fields, for every run here.
@@ -279,6 +279,7 @@ class MultiProcessTest(absltest.TestCase):
       numerics.assert_as_accurate(*(list(losses(w).values()) for w in (two, one, exact)))
       then(two)
 
+  @testing.needs_tensorflow
   def test_two_processes_read_their_own_tfds_shards_and_train_like_one(self):
     # hybrid 2×2 (the default of these runs: the data axis across the processes, the model axis
     # within each) fed by tfds, four input shards, two per process; checkpoints written

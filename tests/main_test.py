@@ -6,6 +6,7 @@ import gzip
 import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -13,6 +14,7 @@ import tempfile
 from absl.testing import absltest, parameterized
 
 from hybrid_parallel import platforms
+from tests import testing
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY = ["--config.model=alexnet_tiny", "--config.image_size=64"]
@@ -53,6 +55,8 @@ class BadInputTest(parameterized.TestCase):
        "is not a readable .npz file"),
       ("unprepared_imagenet", ["--config=configs/single.py", "--config.dataset=imagenet2012",
                                "--config.data_dir={tmp}/no_data"],
+       # Without TensorFlow, that it is missing is what is wrong first.
+       "is not installed here" if testing.WITHOUT_TENSORFLOW else
        "imagenet2012 is not prepared in"),
   )
   def test_one_sentence_and_exit_1(self, args, message):
@@ -68,6 +72,26 @@ class BadInputTest(parameterized.TestCase):
 
 class RunTest(absltest.TestCase):
 
+
+  def test_a_tfds_dataset_without_tensorflow_is_one_sentence(self):
+    # A machine without TensorFlow (the lent GPU had none): simulated for main.py's process by a
+    # sitecustomize that makes `import tensorflow` fail as a missing package does.
+    tmp = tempfile.mkdtemp()
+    self.addCleanup(shutil.rmtree, tmp, ignore_errors=True)
+    site = os.path.join(tmp, "without_tensorflow")
+    os.makedirs(site)
+    with open(os.path.join(site, "sitecustomize.py"), "w") as f:
+      f.write("import sys\nsys.modules['tensorflow'] = None\n")
+    result = run_main("--config=configs/single.py", "--config.dataset=mnist",
+                      f"--workdir={tmp}/run", env={"PYTHONPATH": site})
+    self.assertEqual(result.returncode, 1, result.stderr[-2000:])
+    self.assertNotIn("Traceback", result.stderr)
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
+    self.assertEqual(errors, ["error: dataset 'mnist' is read by tensorflow-datasets, and "
+                              "tensorflow is not installed here: pip install -r "
+                              "requirements.txt, or prepare the dataset where TensorFlow is "
+                              "(python -m input_pipeline.prepare) and train on prepared:DIR."])
+    self.assertFalse(os.path.exists(f"{tmp}/run/metrics.jsonl"))
   def test_hybrid4_simulates_its_devices_writes_metrics_and_a_profile_to_its_default_workdir(self):
     with tempfile.TemporaryDirectory() as cwd, tempfile.TemporaryDirectory() as bin_dir:
       gpu = "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-0)"

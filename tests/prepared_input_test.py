@@ -17,6 +17,7 @@ from PIL import Image
 import input_pipeline
 from hybrid_parallel.errors import UserError
 from input_pipeline import device_augment, imagenet_stats, prepare, prepared
+from tests import testing
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CLASSES = ("cat", "dog", "eel")
@@ -164,6 +165,7 @@ class PreparedSourceTest(absltest.TestCase):
     with self.assertRaisesRegex(UserError, "already holds a preparation made with"):
       prepare.prepare(f"folder:{self.folder}", out, image_format="raw", size=STORED)
 
+  @testing.needs_tensorflow
   def test_a_tfds_dataset_prepares_through_tfds_own_reader(self):
     import tensorflow_datasets as tfds
     out = os.path.join(self.tmp, "imagenette")
@@ -270,6 +272,7 @@ class DeviceAugmentTest(absltest.TestCase):
     np.testing.assert_allclose(alpha.std(axis=0), [0.1] * 3, rtol=0.06)
     np.testing.assert_allclose(alpha.mean(axis=0), [0.0] * 3, atol=0.01)
 
+  @testing.needs_tensorflow
   def test_evaluation_crops_equal_the_tensorflow_ones(self):
     import tensorflow as tf
     from input_pipeline import augment

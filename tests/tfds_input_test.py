@@ -9,8 +9,6 @@ import tempfile
 
 import jax
 import numpy as np
-import tensorflow as tf
-import tensorflow_datasets as tfds
 from absl.testing import absltest
 from jax.sharding import NamedSharding, PartitionSpec as P
 
@@ -20,8 +18,17 @@ import train
 from hybrid_parallel import checkpointing
 from hybrid_parallel import mesh as mesh_lib
 from hybrid_parallel.errors import UserError
-from input_pipeline import augment, imagenet_stats
-from tests import testing, tfds_testing
+from input_pipeline import imagenet_stats
+from tests import testing
+
+testing.skip_module_without_tensorflow(__name__)
+
+# After the skip: on a machine without TensorFlow the module is skipped, not an import error.
+import tensorflow as tf  # noqa: E402
+import tensorflow_datasets as tfds  # noqa: E402
+
+from input_pipeline import augment  # noqa: E402  (imports TensorFlow)
+from tests import tfds_testing  # noqa: E402
 
 MOCK_EXAMPLES = 24  # per split (mock_data ignores split slicing: every shard holds these)
 _tmp = tfds_testing.TMP
