@@ -66,6 +66,10 @@ class DryRunTest(absltest.TestCase):
     self.assertEqual((row["scheme"], row["mesh"], row["devices"]), ("hybrid", [2, 2], 4))
     self.assertGreater(row["bytes_per_device"], 0)
     self.assertEqual(row["async_all_reduces"], 0)  # XLA:CPU's collectives are synchronous.
+    # The time model's prediction beside it, calibrated on the H200's one-GPU steps.
+    self.assertGreaterEqual(row["model_step_ms"], row["model_compute_ms"])
+    self.assertGreater(row["model_compute_ms"], 0)
+    self.assertEqual(row["model_calibrated_from"], "H200 alexnet bfloat16: batches 128 and 512")
 
   def test_pytorch_is_compared_or_its_absence_said(self):
     result = self.section("pytorch")

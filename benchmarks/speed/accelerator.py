@@ -29,12 +29,16 @@ it goes. Sections, in order of importance; each records its seconds and, if it f
                   PRNG for its bits (what the per-example dropout masks cost), and per-platform
                   compiler options.
   mock_multi_gpu  8-GPU programs on this one GPU (JAX's mocked GPU topology, below): data 8×1,
-                  hybrid 2×2 and 4×2, owt 2×4 and 1×8 at paper sizes in bfloat16, each in its
-                  own process: step time as one device sees it, bytes per device, and whether
-                  the gradient all-reduces overlap compute (analysis/hlo_stats.async_collectives).
+                  hybrid 4×2, owt 2×4 as Krizhevsky's (a) and (b) at paper sizes in bfloat16,
+                  each in its own process: step time as one device sees it, bytes per device,
+                  whether the gradient all-reduces overlap compute
+                  (analysis/hlo_stats.async_collectives), and what the time model predicted.
   trainer         `python main.py` with configs/owt8.py's settings on synthetic 224² data in
                   bfloat16 for 300 steps (on the devices there are: one GPU runs owt on 1×1).
-  notebook        notebooks/colab.ipynb executed (needs nbclient and ipykernel).
+  notebook        notebooks/colab.ipynb executed (needs nbclient and ipykernel): the platform
+                  it chose, its config and the training cell's images/s.
+  suite           the test suite under this machine's JAX on CPU devices (tests/__init__.py),
+                  a pytest worker per core: passed, failed, skipped (each named, with why).
 
 FLOPs and MFU: the model's FLOPs (analysis/costmodel.py: 1 multiply-add = 2 FLOPs, training =
 3 × forward; 4.29 GFLOP per image for alexnet_owt at 224²) × images/s ÷ the stated dense peak
@@ -58,10 +62,12 @@ ipykernel for the notebook) needs them first: `pip download` their wheels elsewh
 """
 
 import dataclasses
+import datetime
 import faulthandler
 import json
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -83,7 +89,7 @@ os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
 ROOT = benchmarks.ROOT
 SECTIONS = ("environment", "single_device", "pytorch", "profile", "tuning", "mock_multi_gpu",
-            "trainer", "notebook")
+            "trainer", "notebook", "suite")
 
 _DRY_RUN = flags.DEFINE_bool("dry_run", False, "Tiny sizes and few steps: checks that every "
                              "section runs, on any machine (the test suite runs it on the CPU).")
@@ -114,7 +120,7 @@ class Sizes:
   batches: tuple[int, ...]
   steps: int  # timed steps per measurement (the median is reported)
   warmup: int  # untimed steps after the compile
-  mock_runs: dict  # name -> (model, parallelism, data, model ways, global batch)
+  mock_runs: dict  # name -> (model, parallelism, data, model ways, global batch, overrides)
   trainer_batches: tuple[int, ...]  # main.py against the bare step at each (the issue's goal).
   trainer_args: tuple[str, ...]  # main.py's other overrides.
 
@@ -127,11 +133,12 @@ class Sizes:
 PAPER = Sizes(
     image_size=224, classes=1000, models=("alexnet", "alexnet_owt"),
     dtypes=("float32", "bfloat16"), batches=(128, 256, 512), steps=20, warmup=3,
-    mock_runs={"data8": ("alexnet_owt", "data", 8, 1, 1024),
-               "hybrid4": ("alexnet", "hybrid", 2, 2, 256),
-               "hybrid8": ("alexnet", "hybrid", 4, 2, 512),
-               "owt8": ("alexnet_owt", "owt", 2, 4, 1024),
-               "owt1x8": ("alexnet_owt", "owt", 1, 8, 1024)},
+    # data8 last: its compile once ran out its time limit (JAX 0.11.2, 2026-11-23).
+    mock_runs={"hybrid8": ("alexnet", "hybrid", 4, 2, 512, {}),
+               "owt8": ("alexnet_owt", "owt", 2, 4, 1024, {}),
+               "owt8_b": ("alexnet_owt", "owt", 2, 4, 1024,
+                          {"owt_variant": "b", "fc_updates_per_step": 4}),
+               "data8": ("alexnet_owt", "data", 8, 1, 1024, {})},
     trainer_batches=(256, 512),
     trainer_args=("--config.image_size=224",
                   "--config.synthetic_examples=2048", "--config.num_train_steps=300",
@@ -140,7 +147,7 @@ PAPER = Sizes(
 DRY = Sizes(
     image_size=64, classes=10, models=("alexnet_owt_tiny",), dtypes=("bfloat16",),
     batches=(8,), steps=2, warmup=1,
-    mock_runs={"hybrid4": ("alexnet_tiny", "hybrid", 2, 2, 16)},
+    mock_runs={"hybrid4": ("alexnet_tiny", "hybrid", 2, 2, 16, {})},
     trainer_batches=(16,),
     trainer_args=("--config.image_size=64", "--config.synthetic_examples=64",
                   "--config.num_train_steps=4", "--config.log_every_steps=2",
@@ -195,7 +202,43 @@ def environment() -> dict:
          "power.limit", "--format=csv"], capture_output=True, text=True, timeout=30).stdout
   except (OSError, subprocess.SubprocessError):
     info["nvidia_smi"] = None
+  if device.platform == "gpu":
+    info["target_config_check"] = target_config_check(device)
   return info
+
+
+def _command_output(command: list[str]) -> str | None:
+  try:
+    result = subprocess.run(command, capture_output=True, text=True, timeout=60)
+  except (OSError, subprocess.SubprocessError):
+    return None
+  return result.stdout.strip() if result.returncode == 0 else None
+
+
+def target_config_check(device) -> list[dict]:
+  """The description of this GPU that compile-only nodes are compiled for
+  (speed/gpu_topologies.GPUS, from datasheets) beside what the machine reports, field by field:
+  the SM count (JAX), the boost clock and the memory (nvidia-smi), the L2 (PyTorch, in its own
+  process so that this one's GPU memory stays JAX's)."""
+  from benchmarks.speed import gpu_topologies
+  described = next((gpu for gpu in gpu_topologies.GPUS.values()
+                    if gpu.name == device.device_kind), None)
+  smi = _command_output(["nvidia-smi", "--query-gpu=memory.total,clocks.max.sm",
+                         "--format=csv,noheader,nounits"])
+  memory_mib, clock_mhz = (map(float, smi.splitlines()[0].split(",")) if smi
+                           else (None, None))
+  l2 = _command_output([sys.executable, "-c", "import torch; "
+                        "print(torch.cuda.get_device_properties(0).L2_cache_size)"])
+  reported = {"name": device.device_kind, "sms": getattr(device, "core_count", None),
+              "clock_ghz": clock_mhz / 1e3 if clock_mhz else None,
+              "memory_bytes": int(memory_mib * 2**20) if memory_mib else None,
+              "l2_bytes": int(l2.splitlines()[-1]) if l2 else None}
+  rows = []
+  for field, value in reported.items():
+    ours = getattr(described, field) if described else None
+    rows.append({"field": field, "target_config": ours, "machine": value,
+                 "matches": None if ours is None or value is None else ours == value})
+  return rows
 
 
 def single_device(sizes: Sizes) -> list[dict]:
@@ -365,8 +408,8 @@ def mock_worker(name: str, sizes: Sizes) -> dict:
     # JAX 0.11.2 did not take it from the environment alone (one GPU device was all it saw);
     # the config option, set before the first device query, is the documented way.
     jax.config.update("jax_mock_gpu_topology", topology)
-  model, scheme, data, model_ways, batch = sizes.mock_runs[name]
-  config = _config(model, "bfloat16", batch, sizes, parallelism=scheme)
+  model, scheme, data, model_ways, batch, overrides = sizes.mock_runs[name]
+  config = _config(model, "bfloat16", batch, sizes, parallelism=scheme, **overrides)
   config.mesh.data, config.mesh.model = data, model_ways
   step, compile_s, compiled, _, devices = step_timing.compile_step(config, sizes.classes)
   step_timing.time_steps(step, sizes.warmup)
@@ -387,12 +430,13 @@ def mock_worker(name: str, sizes: Sizes) -> dict:
       machine)["step_s"] for name, machine in MACHINES.items()}
   hidden = sum(t.bytes for t in transfers if t.overlapped)
   step_ms = 1e3 * seconds
-  return {"name": name, "config": name, "model": model, "scheme": scheme,
+  return {"name": name, "config": name, "model": model, "scheme": scheme, **overrides,
           "mesh": [data, model_ways], "global_batch": batch, "devices": len(devices),
           "platform": devices[0].platform, "process_count": jax.process_count(),
           "step_ms": round(step_ms, 2), "compile_s": round(compile_s, 1),
           "bytes_per_device": sent, "exposed_bytes_per_device": round(sent - hidden),
           "predicted_step_ms": round(1e3 * predicted["nvlink"], 2),
+          **time_model_prediction(config, sizes),
           "predicted_step_ms_over_nic": round(1e3 * predicted["nic"], 2),
           "async_all_reduces": len(all_reduces),
           "all_reduces_with_compute_in_flight": sum(c.compute_ops_in_flight > 0
@@ -401,9 +445,31 @@ def mock_worker(name: str, sizes: Sizes) -> dict:
           "all_reduce_bytes": sum(c.bytes for c in all_reduces)}
 
 
+def time_model_prediction(config, sizes: Sizes) -> dict:
+  """What the time model (analysis/costmodel.step_time) predicts for `config` on one 8-GPU node,
+  before anything of this run is measured: its compute rate calibrated on the one-GPU steps of
+  docs/gpu.json (an H200, 2026-11-23: speed/gpu_topologies.calibrated_node), its transfers the
+  analytic minimum. `model_compute_ms` is what a mocked step measures (one device's compute; the
+  mock skips the collectives), `model_step_ms` the whole step over NVLink."""
+  from hybrid_parallel import models, partitioning
+  from hybrid_parallel.analysis import costmodel
+  from benchmarks.speed import gpu_topologies
+  machine = gpu_topologies.calibrated_node("h100", "1x1x8", model=config.model,
+                                           dtype=config.dtype,
+                                           measured=gpu_topologies.one_gpu_rows())
+  plan = partitioning.make_plan(config.parallelism, config.mesh.data, config.mesh.model)
+  predicted = costmodel.step_time(
+      models.ARCHITECTURES[config.model], plan, machine, global_batch=config.global_batch_size,
+      image_size=config.image_size, num_classes=sizes.classes, dtype=config.dtype,
+      owt_variant=config.owt_variant, fc_updates_per_step=config.fc_updates_per_step)
+  return {"model_compute_ms": round(1e3 * predicted["compute_s"], 2),
+          "model_step_ms": round(1e3 * predicted["step_s"], 2),
+          "model_calibrated_from": machine.calibrated_from}
+
+
 def mock_multi_gpu(sizes: Sizes, *, deadline: float) -> list[dict]:
   rows = []
-  for name, (_, _, data, model_ways, _) in sizes.mock_runs.items():
+  for name, (_, _, data, model_ways, _, _) in sizes.mock_runs.items():
     devices = data * model_ways
     # Sharded autotuning waits for the other 7 processes, which do not exist (openxla/xla#28959:
     # the compile hang seen on the H200), unless it is off before the backend starts.
@@ -474,8 +540,54 @@ def notebook(sizes: Sizes, *, timeout_s: float) -> dict:
         os.environ[k] = v
   train_cell = next(c for c in book.cells if "train" in c.metadata.get("tags", []))
   printed = "".join(o.get("text", "") for o in train_cell.outputs if o.output_type == "stream")
-  return {"seconds": round(time.perf_counter() - start, 1),
-          "final": json.loads(printed.strip().splitlines()[-1])}
+  final = json.loads(printed.strip().splitlines()[-1])
+  timing = train_cell.metadata["execution"]  # nbclient's record of the cell's start and end.
+  cell_s = (datetime.datetime.fromisoformat(timing["shell.execute_reply"]) -
+            datetime.datetime.fromisoformat(timing["iopub.execute_input"])).total_seconds()
+  return {"seconds": round(time.perf_counter() - start, 1), "final": final,
+          "notebook_platform": final["platform"], "config": final["config"],
+          "model": final["model"], "global_batch": final["global_batch"],
+          "train_cell_s": round(cell_s, 1),
+          # The training cell's whole time: compile and evaluations included.
+          "images_per_sec": round(final["steps"] * final["global_batch"] / cell_s, 1)}
+
+
+def suite(*, timeout_s: float) -> dict:
+  """The test suite under this machine's JAX, on CPU devices as in CI (tests/__init__.py): one
+  pytest worker per core; tests that need what the machine lacks (TensorFlow) skip and say so."""
+  import jax
+  workers = 1 if _DRY_RUN.value else len(os.sched_getaffinity(0))  # the cores it may use
+  command = [sys.executable, "-m", "pytest", "-q", "-rs", "-n", str(workers), "--dist",
+             "loadscope", "-p", "no:cacheprovider"]
+  command += ["tests/conventions_test.py"] if _DRY_RUN.value else ["tests"]
+  start = time.perf_counter()
+  try:
+    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True,
+                            timeout=timeout_s, env={**os.environ, "JAX_PLATFORMS": "cpu"})
+    output, returncode = result.stdout + result.stderr, result.returncode
+  except subprocess.TimeoutExpired as e:
+    output = (e.stdout.decode() if isinstance(e.stdout, bytes) else e.stdout or "")
+    returncode = None
+  counts = pytest_counts(output)
+  return {"suite_jax": jax.__version__, "suite_python": platform.python_version(),
+          "suite_passed": counts.get("passed", 0), "suite_failed": counts.get("failed", 0),
+          "suite_errors": counts.get("error", 0), "suite_skipped": counts.get("skipped", 0),
+          "skipped": [line for line in output.splitlines() if line.startswith("SKIPPED")],
+          "failed": [line for line in output.splitlines()
+                     if line.startswith(("FAILED", "ERROR"))],
+          "workers": workers, "seconds": round(time.perf_counter() - start, 1),
+          "returncode": returncode, "tail": output[-3000:]}
+
+
+def pytest_counts(output: str) -> dict:
+  """{"passed": 393, "skipped": 2, ...} from pytest's last summary line ("393 passed, 2 skipped
+  in 341.70s"); {} if it has none (the run was stopped)."""
+  summary = [line for line in output.splitlines() if re.search(r"\d+ (passed|failed)", line)]
+  if not summary:
+    return {}
+  return {kind.rstrip("s"): int(n) for n, kind in
+          re.findall(r"(\d+) (passed|failed|skipped|errors?|xfailed|xpassed|deselected)",
+                     summary[-1])}
 
 
 def _emit(row: dict) -> None:
@@ -543,7 +655,8 @@ def main(argv):
          "profile": lambda: profile(sizes), "tuning": lambda: tuning(sizes),
          "mock_multi_gpu": lambda: mock_multi_gpu(sizes, deadline=deadline),
          "trainer": lambda: trainer(sizes, timeout_s=remaining()),
-         "notebook": lambda: notebook(sizes, timeout_s=remaining())}
+         "notebook": lambda: notebook(sizes, timeout_s=remaining()),
+         "suite": lambda: suite(timeout_s=remaining())}
   for name in SECTIONS:
     if name not in _SECTIONS.value:
       continue

@@ -242,32 +242,37 @@ def device_finish_rate(source, global_batch: int) -> float:
 
 
 def trainer_rows(out_root: str, *, batch: int, steps: int, dry_run: bool) -> list[dict]:
-  """main.py on the prepared JPEGs against the bare step of the same config, in this call."""
+  """main.py on the prepared JPEGs, then on the raw preparation, against the bare step of the
+  same config, in this call."""
   from configs import imagenet_single
   from input_pipeline import prepared
   config = imagenet_single.get_config()
   classes = prepared.Manifest.read(os.path.join(out_root, "jpeg")).num_classes
   model = "alexnet_owt_tiny" if dry_run else config.model
   image_size = 64 if dry_run else config.image_size
-  overrides = (f"--config.dataset=prepared:{os.path.join(out_root, 'jpeg')}",
-               f"--config.model={model}", f"--config.image_size={image_size}",
-               "--config.dtype=bfloat16", f"--config.global_batch_size={batch}",
-               f"--config.num_train_steps={steps}",
-               f"--config.log_every_steps={max(1, steps // 4)}",
-               f"--config.eval_every_steps={steps}", f"--config.checkpoint_every_steps={steps}",
-               f"--config.eval_batch_size={batch}")
-  with tempfile.TemporaryDirectory() as workdirs:
-    run = main_runs.run_config("imagenet_single", workdirs, overrides=overrides)
   config.update(model=model, image_size=image_size, dtype="bfloat16", global_batch_size=batch)
   step = step_timing.measure(config, num_classes=classes, steps=20, warmup=3)
-  row = {"model": model, "dtype": "bfloat16", "batch": batch, "image_size": image_size,
-         "source": "prepared jpeg q90", "classes": classes,
-         "trainer_images_per_sec": run["train_images_per_sec_median"],
-         "step_images_per_sec": step["images_per_sec"],
-         "trainer_vs_step": round(run["train_images_per_sec_median"] / step["images_per_sec"], 3),
-         "steps": run["steps"], "wall_clock_s": run["wall_clock_s"]}
-  print(json.dumps(row), flush=True)
-  return [row]
+  rows = []
+  for image_format in ("jpeg", "raw"):
+    overrides = (f"--config.dataset=prepared:{os.path.join(out_root, image_format)}",
+                 f"--config.model={model}", f"--config.image_size={image_size}",
+                 "--config.dtype=bfloat16", f"--config.global_batch_size={batch}",
+                 f"--config.num_train_steps={steps}",
+                 f"--config.log_every_steps={max(1, steps // 4)}",
+                 f"--config.eval_every_steps={steps}",
+                 f"--config.checkpoint_every_steps={steps}", f"--config.eval_batch_size={batch}")
+    with tempfile.TemporaryDirectory() as workdirs:
+      run = main_runs.run_config("imagenet_single", workdirs, overrides=overrides,
+                                 run_name=f"imagenet_single_{image_format}")
+    rows.append({
+        "model": model, "dtype": "bfloat16", "batch": batch, "image_size": image_size,
+        "source": f"prepared {image_format}" + (" q90" if image_format == "jpeg" else ""),
+        "classes": classes, "trainer_images_per_sec": run["train_images_per_sec_median"],
+        "step_images_per_sec": step["images_per_sec"],
+        "trainer_vs_step": round(run["train_images_per_sec_median"] / step["images_per_sec"], 3),
+        "steps": run["steps"], "wall_clock_s": run["wall_clock_s"]})
+    print(json.dumps(rows[-1]), flush=True)
+  return rows
 
 
 def cpu_model() -> str:
