@@ -28,7 +28,8 @@ class Source(abc.ABC):
   @abc.abstractmethod
   def train_batches(self, global_batch: int, *, seed: int, position, shard: slice):
     """Yields (images, labels, position after the batch) for rows `shard` of each global batch,
-    from `position` on."""
+    from `position` on. "images" is what `device_transforms`' train function finishes into
+    images: the images themselves, or (arrays.py) the row numbers of images the devices hold."""
 
   @abc.abstractmethod
   def eval_batches(self, batch: int, shard: slice):

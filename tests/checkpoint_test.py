@@ -85,19 +85,22 @@ class ResumeTest(absltest.TestCase):
 
 
 def _nan_at(bad_index):
-  """Wraps the in-memory source's batches to put a NaN into the images of batch `bad_index`."""
-  real = input_pipeline.Dataset.train_batches
+  """Wraps the in-memory source's device transform to put a NaN into the images of batch
+  `bad_index` (its uint8 images hold none)."""
+  real = input_pipeline.Dataset.device_transforms
 
-  def train_batches(dataset, global_batch, **kwargs):
-    for images, labels, next_position in real(dataset, global_batch, **kwargs):
-      if next_position - 1 == bad_index:
-        # The batch leaves the host as uint8, which holds no NaN: this one goes as float32
-        # (normalised on the devices all the same).
-        images = images.astype(np.float32)
-        images[0, 0, 0, 0] = np.nan
-      yield images, labels, next_position
+  def device_transforms(dataset, sharding, **kwargs):
+    train, evaluate = real(dataset, sharding, **kwargs)
 
-  return mock.patch.object(input_pipeline.Dataset, "train_batches", train_batches)
+    def poisoned(rows, step):
+      images = train(rows, step)
+      if step != bad_index:
+        return images
+      return images.at[0, 0, 0, 0].set(np.nan, out_sharding=images.sharding)
+
+    return poisoned, evaluate
+
+  return mock.patch.object(input_pipeline.Dataset, "device_transforms", device_transforms)
 
 
 class NonFiniteTest(absltest.TestCase):

@@ -103,9 +103,10 @@ class OrderTest(absltest.TestCase):
     self.assertEqual(position, 4)
     self.assertEqual(images.sharding, sharding)
     np.testing.assert_array_equal(jax.device_get(labels), d.y_train[rows])
-    # Sent as uint8 and normalised on the devices, to the same bits as on the host.
-    host_images, _, _ = next(d.train_batches(8, seed=0, position=3, shard=slice(0, 8)))
-    self.assertEqual(host_images.dtype, np.uint8)
+    # Sent as row numbers, gathered from the devices' copy of the training images and
+    # normalised there, to the same bits as on the host.
+    host_rows, _, _ = next(d.train_batches(8, seed=0, position=3, shard=slice(0, 8)))
+    np.testing.assert_array_equal(host_rows, rows)
     self.assertEqual(images.dtype, np.float32)
     np.testing.assert_array_equal(jax.device_get(images), d.normalise(d.x_train[rows]))
 
