@@ -242,8 +242,9 @@ def device_finish_rate(source, global_batch: int) -> float:
 
 
 def trainer_rows(out_root: str, *, batch: int, steps: int, dry_run: bool) -> list[dict]:
-  """main.py on the prepared JPEGs, then on the raw preparation, against the bare step of the
-  same config, in this call."""
+  """main.py on the prepared JPEGs, then on the raw preparation (each read by a thread per core),
+  then on the JPEGs decoded in a worker process per core, against the bare step of the same
+  config, in this call."""
   from configs import imagenet_single
   from input_pipeline import prepared
   config = imagenet_single.get_config()
@@ -253,8 +254,10 @@ def trainer_rows(out_root: str, *, batch: int, steps: int, dry_run: bool) -> lis
   config.update(model=model, image_size=image_size, dtype="bfloat16", global_batch_size=batch)
   step = step_timing.measure(config, num_classes=classes, steps=20, warmup=3)
   rows = []
-  for image_format in ("jpeg", "raw"):
+  # Decoded on a thread per core (the default), then the JPEGs in a worker process per core.
+  for image_format, workers in (("jpeg", 0), ("raw", 0), ("jpeg", os.cpu_count())):
     overrides = (f"--config.dataset=prepared:{os.path.join(out_root, image_format)}",
+                 f"--config.input_workers={workers}",
                  f"--config.model={model}", f"--config.image_size={image_size}",
                  "--config.dtype=bfloat16", f"--config.global_batch_size={batch}",
                  f"--config.num_train_steps={steps}",
@@ -263,10 +266,11 @@ def trainer_rows(out_root: str, *, batch: int, steps: int, dry_run: bool) -> lis
                  f"--config.checkpoint_every_steps={steps}", f"--config.eval_batch_size={batch}")
     with tempfile.TemporaryDirectory() as workdirs:
       run = main_runs.run_config("imagenet_single", workdirs, overrides=overrides,
-                                 run_name=f"imagenet_single_{image_format}")
+                                 run_name=f"imagenet_single_{image_format}_{workers}")
     rows.append({
         "model": model, "dtype": "bfloat16", "batch": batch, "image_size": image_size,
         "source": f"prepared {image_format}" + (" q90" if image_format == "jpeg" else ""),
+        "input_workers": workers,
         "classes": classes, "trainer_images_per_sec": run["train_images_per_sec_median"],
         "step_images_per_sec": step["images_per_sec"],
         "trainer_vs_step": round(run["train_images_per_sec_median"] / step["images_per_sec"], 3),
