@@ -557,7 +557,7 @@ def suite(*, timeout_s: float) -> dict:
   pytest worker per core; tests that need what the machine lacks (TensorFlow) skip and say so."""
   import jax
   workers = 1 if _DRY_RUN.value else len(os.sched_getaffinity(0))  # the cores it may use
-  command = [sys.executable, "-m", "pytest", "-q", "-rs", "-n", str(workers), "--dist",
+  command = [sys.executable, "-m", "pytest", "-q", "-rfEs", "-n", str(workers), "--dist",
              "loadscope", "-p", "no:cacheprovider"]
   command += ["tests/conventions_test.py"] if _DRY_RUN.value else ["tests"]
   start = time.perf_counter()
@@ -572,9 +572,9 @@ def suite(*, timeout_s: float) -> dict:
   return {"suite_jax": jax.__version__, "suite_python": platform.python_version(),
           "suite_passed": counts.get("passed", 0), "suite_failed": counts.get("failed", 0),
           "suite_errors": counts.get("error", 0), "suite_skipped": counts.get("skipped", 0),
-          "skipped": [line for line in output.splitlines() if line.startswith("SKIPPED")],
-          "failed": [line for line in output.splitlines()
-                     if line.startswith(("FAILED", "ERROR"))],
+          "skipped_tests": [line for line in output.splitlines() if line.startswith("SKIPPED")],
+          "failed_tests": [line for line in output.splitlines()
+                           if line.startswith(("FAILED", "ERROR"))],
           "workers": workers, "seconds": round(time.perf_counter() - start, 1),
           "returncode": returncode, "tail": output[-3000:]}
 

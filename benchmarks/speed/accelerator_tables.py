@@ -70,16 +70,51 @@ def _mock_row(r) -> list:
              f"({mb(r['all_reduce_bytes_with_compute_in_flight'])} of "
              f"{mb(r['all_reduce_bytes'])} MB)" if r["async_all_reduces"]
              else "none async (synchronous collectives)")
-  return [r["name"], r["scheme"], f"{r['mesh'][0]}×{r['mesh'][1]}", r["global_batch"],
-          r["step_ms"], mb(r["bytes_per_device"]), overlap, predicted]
+  row = [r["name"], r["scheme"] + (f" ({r['owt_variant']})" if "owt_variant" in r else ""),
+         f"{r['mesh'][0]}×{r['mesh'][1]}", r["global_batch"], r["step_ms"],
+         mb(r["bytes_per_device"]), overlap, predicted]
+  if "model_compute_ms" in r:
+    row += [f"{r['model_compute_ms']} / {r['model_step_ms']}",
+            f"{r['step_ms'] / r['model_compute_ms']:.2f}"]
+  return row
 
 
 def mock(report) -> str:
-  """benchmarks/speed/accelerator.py: 8-GPU programs on one device (mocked collectives)."""
-  return table(["config", "scheme", "mesh", "batch", "step ms (one device)", "MB per device",
-                 "gradient all-reduces overlapping compute",
-                 "predicted 8-GPU step ms (NVLink / 400 Gb/s NIC)"],
-                map(_mock_row, report["sections"]["mock_multi_gpu"]["result"]))
+  """benchmarks/speed/accelerator.py: 8-GPU programs on one device (mocked collectives), and
+  the time model's prediction of them where the report has it."""
+  rows = [_mock_row(r) for r in report["sections"]["mock_multi_gpu"]["result"]]
+  headers = ["config", "scheme", "mesh", "batch", "step ms (one device)", "MB per device",
+             "gradient all-reduces overlapping compute",
+             "predicted 8-GPU step ms (NVLink / 400 Gb/s NIC)"]
+  if any(len(row) > len(headers) for row in rows):
+    headers += ["time model ms: compute / whole step", "measured ÷ modelled compute"]
+    rows = [row + [""] * (len(headers) - len(row)) for row in rows]
+  return table(headers, rows)
+
+
+# benchmarks/speed/accelerator.py: the datasheet description compile-only nodes are built from
+# (speed/gpu_topologies.py) against what the lent GPU reports.
+target_config = per_row(
+    ("field", "{field}"), ("target config (datasheets)", "{target_config}"),
+    ("this GPU reports", "{machine}"),
+    ("same", lambda r: "—" if r["matches"] is None else ("yes" if r["matches"] else "no")),
+    rows=_section("environment", "target_config_check"))
+
+
+def suite(report) -> str:
+  """benchmarks/speed/accelerator.py: the test suite under the machine's JAX, on CPU devices."""
+  r = report["sections"]["suite"]["result"]
+  text = table(["JAX", "Python", "pytest workers", "passed", "failed", "skipped", "seconds"],
+               [[r["suite_jax"], r["suite_python"], r["workers"], r["suite_passed"],
+                 r["suite_failed"], r["suite_skipped"], r["seconds"]]])
+  skipped = [line.split("] ", 1)[-1] for line in r.get("skipped_tests", [])]
+  text += "\n\nSkipped:\n" + "\n".join(f"- `{line}`" for line in skipped)
+  if "failed_tests" in r:
+    text += "\n\nFailed:\n" + "\n".join(f"- `{line}`" for line in r["failed_tests"])
+  elif r["suite_failed"]:
+    text += ("\n\nFailed: not named (that run's pytest summary listed skips only; the suite "
+             "section now asks for failures too).")
+  return text
 
 
 def environment(report) -> str:
@@ -101,7 +136,14 @@ def environment(report) -> str:
                  f"{trainer['images_per_sec_median']} images/s, final train loss "
                  f"{trainer['final_train_loss']}, eval loss {trainer['eval_loss']}"))
   notebook = report["sections"].get("notebook", {}).get("result")
-  if notebook and "final" in notebook:
+  if notebook and "notebook_platform" in notebook:
+    final = notebook["final"]
+    rows.append(("notebooks/colab.ipynb", f"on the {notebook['notebook_platform']}: "
+                 f"{final['steps']} steps of {notebook['config']} ({final['model']}, batch "
+                 f"{notebook['global_batch']}, {final['dtype']}), {notebook['images_per_sec']} "
+                 f"images/s over the training cell ({notebook['train_cell_s']} s, compile and "
+                 f"evaluations included), eval top-1 {percent(final['eval_top1'])}"))
+  elif notebook and "final" in notebook:
     final = notebook["final"]
     rows.append(("notebooks/colab.ipynb", f"{final['steps']} steps of {final['model']} in "
                  f"{notebook['seconds']} s, eval top-1 {percent(final['eval_top1'])}"))
@@ -193,7 +235,8 @@ gpu_compile_largest = per_row(
 def report(result) -> str:
   """The whole report of benchmarks/speed/accelerator.py, section by section."""
   tables_by_section = {"single_device": single_device, "pytorch": pytorch, "profile": top_ops,
-                       "tuning": tuning, "mock_multi_gpu": mock, "trainer": trainer}
+                       "tuning": tuning, "mock_multi_gpu": mock, "trainer": trainer,
+                       "suite": suite}
   out = ["# Accelerator report" + (" (dry run: tiny sizes)" if result["dry_run"] else ""), ""]
   for name, section in result["sections"].items():
     out += [f"## {name} ({section.get('seconds', 0)} s)", ""]
@@ -221,6 +264,12 @@ TABLES = {
     "gpu_top_ops": (top_ops, "gpu.json"),
     "gpu_tuning": (tuning, "gpu.json"),
     "gpu_mock": (mock, "gpu.json"),
+    "gpu_h100_environment": (environment, "gpu_h100.json"),
+    "gpu_h100_target_config": (target_config, "gpu_h100.json"),
+    "gpu_h100_trainer": (trainer, "gpu_h100.json"),
+    "gpu_h100_trainer_host_batches": (trainer, "gpu_h100_host_batches.json"),
+    "gpu_h100_mock": (mock, "gpu_h100.json"),
+    "gpu_h100_suite": (suite, "gpu_h100.json"),
     "gpu_single_device_direct_stem": (single_device, "gpu_direct_stem.json"),
     "gpu_top_ops_direct_stem": (top_ops, "gpu_direct_stem.json"),
     "gpu_tuning_direct_stem": (tuning, "gpu_direct_stem.json"),

@@ -1,7 +1,7 @@
 r"""Images/s of the input pipelines alone (no model), per host core, and the trainer they feed.
 
   python -m benchmarks.speed.input_pipeline [--sections=tfds,prepare,prepared] [--images=768] \
-      [--batches=30] [--out=docs/input_pipeline.json]
+      [--batches=30] [--out=docs/input_pipeline.json] [--under=gpu_host]
 
 Nothing is downloaded. The ImageNet-like images are real photographs (the three that ship with
 scikit-learn and matplotlib), cut at random places and saved as JPEGs of quality 90 at a spread of
@@ -57,6 +57,9 @@ _DRY_RUN = flags.DEFINE_boolean("dry_run", False, "Tiny sizes: checks the script
                                 "nothing worth keeping (writes nothing unless --out is given).")
 _OUT = flags.DEFINE_string("out", None, "Where the JSON goes (default docs/input_pipeline.json; "
                            "with --dry_run, nowhere).")
+_UNDER = flags.DEFINE_string("under", None, "Write the result under this key of --out's JSON, "
+                             "keeping the rest (docs/input_pipeline.json's `gpu_host`: the "
+                             "rows of a GPU machine's host beside this machine's).")
 flags.register_validator("sections", lambda s: set(s) <= set(SECTIONS),
                          f"--sections takes some of {', '.join(SECTIONS)}.")
 
@@ -329,6 +332,8 @@ def main(argv):
     shutil.rmtree(work, ignore_errors=True)
   print(json.dumps(result, indent=1))
   out = _OUT.value or (None if dry else os.path.join(benchmarks.DOCS, "input_pipeline.json"))
+  if out and _UNDER.value:
+    result = {**(benchmarks.load_if_present(out) or {}), _UNDER.value: result}
   if out:
     benchmarks.publish(result, out)
 

@@ -60,7 +60,7 @@ def input_pipeline(result) -> str:
   finish = [p["device_finish_images_per_sec"] for p in result["pipelines"]
             if "device_finish_images_per_sec" in p]
   if finish:
-    rows.append(["on the device (here this CPU): crop 224, flip, lighting, normalise", "", "",
+    rows.append(["on the machine's first device: crop 224, flip, lighting, normalise", "", "",
                  f"{finish[0]:,.0f}", ""])
   return table(["source", "host's work per image", "decoding on", "images/s (median)",
                  "per core"], rows)
@@ -76,10 +76,30 @@ input_pipeline_prepare = per_row(
     ("ImageNet core-hours", "{imagenet_core_hours:,.1f}"), rows=lambda result: result["prepare"])
 
 
+# main.py fed by the prepared formats against the bare step, in one call (a GPU machine's host).
+input_pipeline_trainer = per_row(
+    ("source", "{source}"), ("decoding on", lambda r: f"{r['input_workers']} worker processes"
+                             if r["input_workers"] else "a thread per core"),
+    ("model", "{model}, {dtype}, {image_size}²"), ("batch", "{batch}"),
+    ("main.py images/s (median)", "{trainer_images_per_sec:,.0f}"),
+    ("bare step images/s", "{step_images_per_sec:,.0f}"), ("main.py ÷ step", "{trainer_vs_step}"),
+    rows=lambda result: result["trainer"])
+
+
+def _gpu_host(render):
+  """A table of input_pipeline.json's `gpu_host` rows (written there by --under=gpu_host)."""
+  return lambda result: render(result["gpu_host"])
+
+
 TABLES = {"throughput": (throughput, "throughput.json"),
           "pytorch_reference": (pytorch_reference,
                                 ("pytorch_reference.json", "pytorch_reference_untuned.json")),
           "max_pool": (max_pool, "max_pool.json"),
           "grouped_conv": (grouped_conv, "grouped_conv.json"),
           "input_pipeline": (input_pipeline, "input_pipeline.json"),
-          "input_pipeline_prepare": (input_pipeline_prepare, "input_pipeline.json")}
+          "input_pipeline_prepare": (input_pipeline_prepare, "input_pipeline.json"),
+          "input_pipeline_gpu_host": (_gpu_host(input_pipeline), "input_pipeline.json"),
+          "input_pipeline_gpu_host_prepare": (_gpu_host(input_pipeline_prepare),
+                                              "input_pipeline.json"),
+          "input_pipeline_gpu_host_trainer": (_gpu_host(input_pipeline_trainer),
+                                              "input_pipeline.json")}
