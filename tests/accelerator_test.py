@@ -11,8 +11,9 @@ from absl.testing import absltest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The trainer and the notebook run main.py and the notebook, which main_test and notebook_test
-# run already.
-SECTIONS = ("environment", "single_device", "pytorch", "profile", "tuning", "mock_multi_gpu")
+# run already; the dry suite is tests/conventions_test.py alone.
+SECTIONS = ("environment", "single_device", "pytorch", "profile", "tuning", "mock_multi_gpu",
+            "suite")
 
 
 class DryRunTest(absltest.TestCase):
@@ -79,6 +80,16 @@ class DryRunTest(absltest.TestCase):
       self.assertIn("PyTorch is not installed", result["skipped"])
     else:
       self.assertNotEmpty(result["comparison"])
+
+  def test_the_suite_is_counted_from_pytests_own_summary(self):
+    import jax
+    import unittest
+    from tests import conventions_test
+    result = self.section("suite")
+    tests = unittest.defaultTestLoader.loadTestsFromModule(conventions_test).countTestCases()
+    self.assertEqual((result["suite_passed"], result["suite_failed"], result["suite_skipped"]),
+                     (tests, 0, 0))
+    self.assertEqual((result["suite_jax"], result["returncode"]), (jax.__version__, 0))
 
   def test_tracebacks_lose_the_machines_paths(self):
     import benchmarks  # the package's toolkit defines no flags.
