@@ -16,11 +16,11 @@ Expected: 56.52% top-1 / 79.07% top-5 on the validation set (torchvision's publi
 Not yet measured here.
 
 Expected time on one H200: at least 28 min (90 epochs × 1,281,167 images at the bare bfloat16
-step's 69,037 images/s at batch 256, docs/gpu.md); main.py there reached 25,362 images/s on
-synthetic data before its input moved to a background thread (76 min at that rate). The input:
-prepared JPEG q90 decodes 3,581 images/s per core here (docs/input_pipeline.md), so a 16-core
-host feeds ~57,000 images/s, 83% of the step (34 min); raw uint8 (10,394 per core) does not
-limit it. Preparing ImageNet takes ~1.0 core-hour and 24.9 GB (raw: 262 GB).
+step's 69,037 images/s at batch 256, docs/gpu.md). The input bounds it: on a lent H100's 16-core
+host (docs/input_pipeline.md), main.py fed by prepared JPEG q90 ran 9,386 images/s with a decoding
+thread per core and 17,442 with `input_workers = 16` (0.15× and 0.27× the bare step; raw uint8
+10,236 on threads) — at 17,442, 90 epochs take ~1.8 hours. Preparing ImageNet takes ~1.0
+core-hour and 24.9 GB (raw: 262 GB) on the 2-core machine's cores, 1.6 on that host's.
 """
 
 from configs import default

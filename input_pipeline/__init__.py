@@ -11,7 +11,8 @@
 
 Every source implements one interface (source.py). It yields, for this process's rows of every
 global batch, (images, labels, position): NHWC images (float32 from tfds; uint8 from the
-in-memory and prepared sources, finished on the devices by the source's `device_transforms`),
+prepared sources; row numbers of the training images the devices hold, from the in-memory ones;
+finished on the devices by the source's `device_transforms`),
 int32 labels and the *position* after the batch — what a checkpoint stores so that a restart
 continues with the next batch (for the array and prepared sources, the step number; for tfds,
 every input shard's stream position). The global batch of a step depends only on the seed and
@@ -172,7 +173,7 @@ def train_iterator(source, sharding: NamedSharding, global_batch: int, *, seed: 
 
   A background thread reads the host batches and starts their transfers up to `prefetch` batches
   ahead of the step that takes them (transfers, not computations: they add no step in flight; a
-  uint8 batch is finished on the devices as it is handed out). The batches and positions are
+  batch is finished on the devices as it is handed out). The batches and positions are
   those of the host iterator, in its order: reading ahead changes nothing a checkpoint records.
   """
   host = source.train_batches(global_batch, seed=seed, position=position,
