@@ -91,6 +91,17 @@ class DryRunTest(absltest.TestCase):
                      (tests, 0, 0))
     self.assertEqual((result["suite_jax"], result["returncode"]), (jax.__version__, 0))
 
+  def test_the_cards_memory_and_clock_are_read_from_nvidia_smi(self):
+    from benchmarks.speed import accelerator_tables  # no flags: importable here.
+    # What the lent H100 printed (docs/gpu_h100.json), read as the target-config check reads it.
+    card = accelerator_tables.nvidia_smi_card(
+        "name, driver_version, memory.total [MiB], clocks.current.sm [MHz], clocks.max.sm [MHz], "
+        "power.limit [W]\nNVIDIA H100 80GB HBM3, 580.159.04, 81559 MiB, 1980 MHz, 1980 MHz, "
+        "700.00 W\n")
+    self.assertEqual((card["memory.total [MiB]"], card["clocks.max.sm [MHz]"]),
+                     ("81559 MiB", "1980 MHz"))
+    self.assertEqual(accelerator_tables.nvidia_smi_card(None), {})
+
   def test_tracebacks_lose_the_machines_paths(self):
     import benchmarks  # the package's toolkit defines no flags.
     report = {"error": f'File "{ROOT}/train.py", line 3\n  File "/usr/lib/python3/site-packages/'

@@ -196,14 +196,13 @@ def environment() -> dict:
     info["torch"] = torch.__version__
   except ImportError:
     info["torch"] = None
-  try:  # the driver and the clocks the card was found at (read, never set).
-    info["nvidia_smi"] = subprocess.run(
-        ["nvidia-smi", "--query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,"
-         "power.limit", "--format=csv"], capture_output=True, text=True, timeout=30).stdout
-  except (OSError, subprocess.SubprocessError):
-    info["nvidia_smi"] = None
+  # The driver and the clocks the card was found at (read, never set).
+  info["nvidia_smi"] = _command_output(
+      ["nvidia-smi", "--query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,"
+       "power.limit", "--format=csv"])
   if device.platform == "gpu":
-    info["target_config_check"] = target_config_check(device)
+    info["target_config_check"] = target_config_check(
+        device, accelerator_tables.nvidia_smi_card(info["nvidia_smi"]))
   return info
 
 
@@ -215,18 +214,16 @@ def _command_output(command: list[str]) -> str | None:
   return result.stdout.strip() if result.returncode == 0 else None
 
 
-def target_config_check(device) -> list[dict]:
+def target_config_check(device, card: dict) -> list[dict]:
   """The description of this GPU that compile-only nodes are compiled for
   (speed/gpu_topologies.GPUS, from datasheets) beside what the machine reports, field by field:
-  the SM count (JAX), the boost clock and the memory (nvidia-smi), the L2 (PyTorch, in its own
-  process so that this one's GPU memory stays JAX's)."""
+  the SM count (JAX), the boost clock and the memory (nvidia-smi's `card`), the L2 (PyTorch, in
+  its own process so that this one's GPU memory stays JAX's)."""
   from benchmarks.speed import gpu_topologies
   described = next((gpu for gpu in gpu_topologies.GPUS.values()
                     if gpu.name == device.device_kind), None)
-  smi = _command_output(["nvidia-smi", "--query-gpu=memory.total,clocks.max.sm",
-                         "--format=csv,noheader,nounits"])
-  memory_mib, clock_mhz = (map(float, smi.splitlines()[0].split(",")) if smi
-                           else (None, None))
+  number = lambda key: float(card[key].split()[0]) if key in card else None  # noqa: E731
+  memory_mib, clock_mhz = number("memory.total [MiB]"), number("clocks.max.sm [MHz]")
   l2 = _command_output([sys.executable, "-c", "import torch; "
                         "print(torch.cuda.get_device_properties(0).L2_cache_size)"])
   reported = {"name": device.device_kind, "sms": getattr(device, "core_count", None),

@@ -117,12 +117,20 @@ def suite(report) -> str:
   return text
 
 
+def nvidia_smi_card(csv: str | None) -> dict:
+  """{"memory.total [MiB]": "81559 MiB", ...} of `nvidia-smi --query-gpu=... --format=csv`'s
+  header and one card's line; {} without them."""
+  lines = (csv or "").strip().splitlines()
+  if len(lines) != 2:
+    return {}
+  return dict(zip([h.strip() for h in lines[0].split(",")],
+                  [v.strip() for v in lines[1].split(",")]))
+
+
 def environment(report) -> str:
   """benchmarks/speed/accelerator.py: the machine, and the trainer and notebook runs on it."""
   env = report["sections"]["environment"]["result"]
-  smi = (env.get("nvidia_smi") or "").strip().splitlines()
-  card = dict(zip([h.strip() for h in smi[0].split(",")], [v.strip() for v in smi[1].split(",")])
-              ) if len(smi) == 2 else {}
+  card = nvidia_smi_card(env.get("nvidia_smi"))
   rows = [("date", env["date"]), ("device", f"{env['device_kind']} × {env['device_count']}"),
           ("driver / CUDA", f"{card.get('driver_version', '?')} / {env['platform_version']}"),
           ("SM clock (found at / max)", f"{card.get('clocks.current.sm [MHz]', '?')} / "
