@@ -54,9 +54,9 @@ def nvidia_gpus() -> list[str]:
           if listed.returncode == 0 and line.startswith("GPU ")]
 
 
-# What JAX itself looks for before it opens an accelerator (jax/_src/hardware_utils.py, read in
-# source; written out here because that module is private): a Google TPU on the PCI bus, the
-# device files of an NVIDIA GPU (a Linux host, Docker, WSL2), AMD's KFD driver.
+# What JAX itself looks for before it opens an accelerator (its private hardware_utils module,
+# read in source and written out here, since private modules are not for import): a Google TPU
+# on the PCI bus, the device files of an NVIDIA GPU (a Linux host, Docker, WSL2), AMD's KFD driver.
 _GOOGLE_PCI_VENDOR = "0x1ae0"
 _NVIDIA_DEVICE_FILES = ("/dev/nvidia0", "/dev/nvidiactl", "/dev/dxg")
 _AMD_KFD_NODES = "/sys/class/kfd/kfd/topology/nodes/*/properties"
