@@ -60,6 +60,21 @@ class TraceStatsTest(absltest.TestCase):
     conv = next(op for op in ops if op["op"].startswith("cudnn-conv-bw-filter"))
     self.assertIn("gemm", conv["kernel"])
 
+  def test_an_empty_device_timeline_leaves_the_hosts_operations_counted(self):
+    # Once libtpu is loaded in a process (a TPU compile-only topology), every trace has an empty
+    # `/device:CUSTOM:Megascale Trace` timeline; a CPU run's operations are still its host's.
+    meta = lambda pid, name: {"ph": "M", "name": "process_name", "pid": pid,  # noqa: E731
+                              "args": {"name": name}}
+    events = [meta(1, "/device:CUSTOM:Megascale Trace"), meta(701, "/host:CPU"),
+              *({"ph": "X", "pid": 701, "tid": 1, "name": "thunk", "dur": 5.0,
+                 "args": {"hlo_op": "dot.1"}} for _ in range(2))]
+    with tempfile.TemporaryDirectory() as directory:
+      with gzip.open(os.path.join(directory, "cpu.trace.json.gz"), "wt") as f:
+        json.dump({"traceEvents": events}, f)
+      ops = trace_stats.top_ops(directory, steps=2)
+    self.assertEqual([(op["op"], op["calls"], op["ms_per_step"]) for op in ops],
+                     [("dot.1", 2, 0.005)])
+
   def test_no_trace_is_one_clear_error(self):
     with tempfile.TemporaryDirectory() as directory:
       with self.assertRaisesRegex(FileNotFoundError, "no \\*.trace.json.gz under"):

@@ -32,7 +32,10 @@ def _device_time(directory: str):
   device_names = {e["pid"]: e.get("args", {}).get("name", "") for e in events
                   if e.get("ph") == "M" and e.get("name") == "process_name"
                   and "/device:" in e.get("args", {}).get("name", "")}
-  accelerator_only = any("/device:CPU" not in name for name in device_names.values())
+  # A timeline with no work on it does not count: libtpu, once loaded (a TPU compile-only
+  # topology), adds an empty `/device:CUSTOM:Megascale Trace` to every trace, CPU runs' too.
+  worked = {e["pid"] for e in events if e.get("ph") == "X" and e["pid"] in device_names}
+  accelerator_only = any("/device:CPU" not in device_names[pid] for pid in worked)
   threads = {(e["pid"], e["tid"]): e.get("args", {}).get("name", "") for e in events
              if e.get("ph") == "M" and e.get("name") == "thread_name" and "tid" in e}
   streams = {key for key, name in threads.items()
