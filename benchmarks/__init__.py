@@ -14,6 +14,8 @@ import statistics
 import sys
 from collections.abc import Callable
 
+from absl import flags
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DOCS = os.path.join(ROOT, "docs")
 
@@ -97,7 +99,6 @@ DIGITS_TEST_IMAGES = 360  # digits' test split: an accuracy p has sampling error
 def define_seeds_flag():
   """The `--seeds` flag of a study that trains: the seeds each setting runs on (three by default;
   the seed sets the initialisation, the data order and dropout)."""
-  from absl import flags
   holder = flags.DEFINE_list("seeds", ["0", "1", "2"], "Seeds each setting trains on.")
   flags.register_validator("seeds", lambda seeds: all(s.isdigit() for s in seeds) and seeds,
                            message="--seeds: non-negative integers, at least one.")

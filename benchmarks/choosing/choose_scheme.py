@@ -23,8 +23,13 @@ import sys
 
 from absl import app, flags
 
+import experiment
+from benchmarks import per_row
 from benchmarks.speed import gpu_topologies
-from hybrid_parallel import platforms
+from configs import default
+from hybrid_parallel import models, platforms
+from hybrid_parallel.analysis import costmodel, hlo_stats
+from hybrid_parallel.errors import UserError
 
 _GPU = flags.DEFINE_string("gpu", "h100", "h100 or h200.")
 _PER_NODE = flags.DEFINE_integer("gpus_per_node", 8, "GPUs per node (NVLink within a node).")
@@ -59,7 +64,6 @@ class Described:
 
 def check(machine: Described) -> None:
   """One sentence (a SystemExit's) for a description that cannot work."""
-  from hybrid_parallel import models
   problems = [
       (machine.gpu not in gpu_topologies.GPUS,
        f"--gpu {machine.gpu!r} is not described; choose {' or '.join(gpu_topologies.GPUS)}"),
@@ -97,12 +101,6 @@ def candidates(gpus: int, gpus_per_node: int):
 
 def rank(machine: Described, *, compiled: bool) -> tuple[list[dict], list[dict]]:
   """Every candidate's row, best first, and the candidates refused (with their reason)."""
-  import experiment
-  from configs import default
-  from hybrid_parallel import models
-  from hybrid_parallel.analysis import costmodel, hlo_stats
-  from hybrid_parallel.errors import UserError
-
   gpus = machine.gpus_per_node * machine.nodes
   arch = models.ARCHITECTURES[machine.model]
   devices = (gpu_topologies.topology_devices(
@@ -194,7 +192,6 @@ def why(rows: list[dict]) -> str:
 
 
 def table(rows: list[dict]) -> str:
-  from benchmarks import per_row
   return per_row(
       ("scheme", "{scheme}"), ("mesh", "{mesh}"), ("predicted step ms", "{step_ms}"),
       ("images/s", "{images_per_sec}"),

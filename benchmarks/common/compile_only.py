@@ -2,7 +2,11 @@
 name, what a compiled program holds (HBM, bytes sent against the analytic minimum), and the
 search for the largest batch that fits. Imported, not run."""
 
+import jax.numpy as jnp
+
 import configs
+from hybrid_parallel import models
+from hybrid_parallel.analysis import costmodel, hlo_stats
 
 # Table 1's rows, Krizhevsky's FC passes (owt8:b, owt8:c), model averaging and the large-batch
 # base: each compiled at the papers' sizes.
@@ -28,9 +32,6 @@ def program_facts(compiled, *, config, plan) -> dict:
   """A compiled step's HBM per device and the bytes each device of its mesh sends, against the
   analytic minimum: gradients in float32 (the parameters' dtype), activations at the compute
   dtype's width."""
-  import jax.numpy as jnp
-  from hybrid_parallel import models
-  from hybrid_parallel.analysis import costmodel, hlo_stats
   memory = compiled.memory_analysis()
   # Per device of the mesh, which may be fewer than the topology's: a permute's bytes are shared
   # among the devices that take part, not the idle ones.

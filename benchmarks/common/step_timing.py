@@ -6,6 +6,14 @@ Shared by the benchmarks that time steps (no flags here, so any of them can impo
 import functools
 import time
 
+import jax
+import numpy as np
+
+import experiment
+import input_pipeline
+from hybrid_parallel import models
+from hybrid_parallel.analysis import costmodel
+
 # Stated dense peaks (FLOP/s) by device kind and compute dtype (NVIDIA's H100 SXM datasheet; the
 # H200 has the H100 SXM's arithmetic). float32 is charged at the TF32 tensor-core peak: XLA's
 # default precision on NVIDIA GPUs lets cuDNN and cuBLAS run float32 convolutions and matmuls in
@@ -18,8 +26,6 @@ PEAK_NAMES = {"float32": "TF32", "bfloat16": "bfloat16"}
 def cpu_gemm_flops(n: int = 2048, repeats: int = 10) -> float:
   """Measured float32 matmul rate of this machine: the best of `repeats` (a peak; on a shared
   machine anything else running only slows a repeat down)."""
-  import jax
-  import numpy as np
   a = jax.device_put(np.random.default_rng(0).standard_normal((n, n), np.float32))
   matmul = jax.jit(lambda x: x @ x)
   matmul(a).block_until_ready()
@@ -57,11 +63,6 @@ def compile_step(config, num_classes: int, *, compiler_options: dict | None = No
   Returns (step, compile_s, compiled, plan, devices): each `step()` runs one training step on the
   same synthetic batch and waits for it; the state is carried from call to call.
   """
-  import jax
-  import numpy as np
-  import experiment
-  import input_pipeline
-
   batch = config.global_batch_size
   start = time.perf_counter()
   program = experiment.lower_train_step(experiment.resolve(config), num_classes=num_classes)
@@ -102,7 +103,6 @@ def time_steps(step, steps: int) -> list[float]:
 def median_ms(run, repeats: int) -> float:
   """Median milliseconds of `repeats` calls of `run` (which waits for its result), after one
   untimed call (the compile)."""
-  import numpy as np
   run()
   return 1e3 * float(np.median(time_steps(run, repeats)))
 
@@ -112,9 +112,6 @@ def measure(config, *, num_classes: int, steps: int, warmup: int,
   """The harness every step-timing benchmark shares: compiles the config's train step on
   synthetic data, times `steps` calls after `warmup`, and reports images/s of the median step,
   compile seconds, the program's memory (XLA's analysis), the device's peak so far and MFU."""
-  from hybrid_parallel import models
-  from hybrid_parallel.analysis import costmodel
-  import numpy as np
   step, compile_s, compiled, _, devices = compile_step(config, num_classes,
                                                        compiler_options=compiler_options)
   time_steps(step, warmup)

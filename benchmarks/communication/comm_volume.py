@@ -21,11 +21,14 @@ import os
 
 from absl import app, flags
 
-import configs
 import benchmarks
+import configs
+import experiment
 from benchmarks.common import config_or_all
 from benchmarks.communication import tables
-from hybrid_parallel import platforms
+from hybrid_parallel import collectives, models, platforms
+from hybrid_parallel.analysis import costmodel, hlo_stats
+from hybrid_parallel.local_sgd import averaging
 
 _CONFIG, _ALL = config_or_all.define_flags(
     all_help="Every Table-1 config and owt8, and data4 with every grad_reduce; writes "
@@ -37,10 +40,6 @@ _OUT = flags.DEFINE_string("out", benchmarks.DOCS, "Where --all writes comm_volu
 
 def measure(config, *, paper_sizes: bool, num_classes: int) -> dict:
   """Compiles one config's train step and returns its traffic (HLO and analytic) as a dict."""
-  import experiment
-  from hybrid_parallel import models
-  from hybrid_parallel.analysis import costmodel, hlo_stats
-
   image_size, classes = (224, 1000) if paper_sizes else (config.image_size, num_classes)
   config = config.copy_and_resolve_references()
   config.image_size = image_size
@@ -82,8 +81,6 @@ def main(argv):
                              num_classes=_CLASSES.value)))
     return
   platforms.start(cpu_devices=8)
-  from hybrid_parallel import collectives
-  from hybrid_parallel.local_sgd import averaging
   runs = [(name, "psum", "a") for name in configs.TABLE1]
   runs += [("owt8", "psum", variant) for variant in ("b", "c")]  # Krizhevsky's FC passes.
   runs += [(tables.COMM_VOLUME_ALGORITHMS_CONFIG, a, "a") for a in collectives.ALGORITHMS

@@ -34,6 +34,7 @@ docs/asynchronous.md renders its tables. About 15–40 s a run on a 2-core CPU (
 """
 
 import dataclasses
+import dataclasses as dc
 import json
 import os
 import statistics
@@ -42,8 +43,11 @@ import tempfile
 from absl import app, flags, logging
 
 import benchmarks
+import train
 from benchmarks.papers import tables
-from hybrid_parallel import platforms
+from configs import default
+from hybrid_parallel import models, partitioning, platforms
+from hybrid_parallel.analysis import costmodel, hardware
 
 PARTS = ("cause", "paine", "su")
 _PARTS = flags.DEFINE_list("parts", list(PARTS), "Which parts (module docstring).")
@@ -130,7 +134,6 @@ def su_settings() -> list[Setting]:
 
 def config_of(setting: Setting, seed: int):
   """The run's config: `configs.default` with the setting's fields."""
-  from configs import default
   clients = setting.clients
   config = default.for_scheme(setting.parallelism, clients, 1,
                               global_batch_size=PER_CLIENT * clients)
@@ -153,7 +156,6 @@ def config_of(setting: Setting, seed: int):
 
 
 def train_run(setting: Setting, seed: int) -> dict:
-  import train
   config = config_of(setting, seed)
   with tempfile.TemporaryDirectory() as workdir:
     train.train_config(config, workdir)
@@ -168,8 +170,6 @@ def train_run(setting: Setting, seed: int) -> dict:
 def predicted_step_s(setting: Setting, machines) -> dict:
   """Seconds per step of the setting at the papers' size on the papers' hardware and on one
   8-GPU H100 node (analysis/costmodel.py)."""
-  from hybrid_parallel import models, partitioning
-  from hybrid_parallel.analysis import costmodel
   arch = models.ARCHITECTURES["alexnet"]
   sizes = dict(image_size=224, num_classes=1000)
   result = {}
@@ -189,9 +189,6 @@ def predicted_step_s(setting: Setting, machines) -> dict:
 
 def machines() -> dict:
   """The papers' machines and an H100 node, each calibrated on its one-GPU time."""
-  import dataclasses as dc
-  from hybrid_parallel import models
-  from hybrid_parallel.analysis import costmodel, hardware
   arch = models.ARCHITECTURES["alexnet"]
   flops = costmodel.training_flops_per_image(arch, 224, 1000) * 128
   steps = 90 * 1_281_167 / 128  # Krizhevsky et al. 2012's 90 epochs at batch 128.
@@ -284,8 +281,6 @@ def time_rows(runs: list[dict], all_machines: dict) -> list[dict]:
   """Every 4-device scheme's curve on digits priced as ImageNet AlexNet steps (128 images per
   device) on one machine of the papers' (Krizhevsky 2014's 8 K20s, used for every row so that
   the rows compare) and on one 8-GPU H100 node: seconds to each of TARGETS, per seed."""
-  from hybrid_parallel import models, partitioning
-  from hybrid_parallel.analysis import costmodel
   arch = models.ARCHITECTURES["alexnet"]
   sizes = dict(image_size=224, num_classes=1000)
   where = {"papers_hardware": all_machines["krizhevsky"], "h100_node": all_machines["h100"]}
@@ -363,8 +358,6 @@ def _verdict(holds: bool | None) -> str:
 def findings(runs: list[dict], all_machines) -> list[dict]:
   """Each of the papers' claims against the runs here: reproduced, not reproduced, or not
   testable, with the numbers that decide it (every rule stated in its `test`)."""
-  from hybrid_parallel import models
-  from hybrid_parallel.analysis import costmodel
   found = []
 
   def add(claim, source, holds, test, evidence):

@@ -51,8 +51,12 @@ import time
 from absl import app, flags, logging
 
 import benchmarks
+import experiment
+import train
 from benchmarks.papers import tables
-from hybrid_parallel import platforms
+from configs import default
+from hybrid_parallel import faults, optim, platforms
+from hybrid_parallel.errors import UserError
 
 _OUT = flags.DEFINE_string("out", benchmarks.DOCS, "Output directory.")
 _MODELS = flags.DEFINE_list("models", ["alexnet", "alexnet_owt", "alexnet_bn"], "Models.")
@@ -84,7 +88,6 @@ PER_SEED = ("eval_top1", "eval_loss", "diverged_at_step", "seconds", "train_loss
 def cell_config(model: str, batch: int, rule: str, *, epochs: int, base_lr: float,
                 warmup_epochs: float, lars_lr: float, lars_trust: float, seed: int):
   """The config of one cell (module docstring) on one seed."""
-  from configs import default
   if rule not in RULES:
     raise SystemExit(f"error: unknown rule {rule!r}; choose from {', '.join(RULES)}.")
   config = default.for_scheme("single", 1, 1, global_batch_size=batch)
@@ -115,7 +118,6 @@ def cell_key(cell: dict) -> tuple:
 def run_cell(config, train) -> dict:
   """Trains one cell on one seed; its final evaluation and training-loss curve, or where it
   diverged."""
-  from hybrid_parallel import faults
   with tempfile.TemporaryDirectory() as workdir:
     start = time.perf_counter()
     diverged_at = None
@@ -240,9 +242,6 @@ def _panels(plt, count: int):
 def main(argv):
   del argv
   platforms.start()  # before anything queries the devices.
-  import experiment
-  from hybrid_parallel import faults
-  from hybrid_parallel.errors import UserError
 
   logging.set_verbosity(logging.WARNING)  # the loop's warnings (divergence) still show.
   path = os.path.join(_OUT.value, "large_batch.json")
@@ -279,9 +278,6 @@ def _key_of(cell) -> tuple:
 def run_cells(todo, results, settings_of):
   """Trains the `todo` cells (each on one seed), adding each to its setting's row of `results`
   (`settings_of`: cell_key → row) and writing the outputs after each."""
-  import experiment
-  import train
-  from hybrid_parallel import optim
   start = time.perf_counter()
   train_examples = None
   for i, (cell, seed) in enumerate(todo, start=1):

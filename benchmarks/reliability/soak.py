@@ -24,10 +24,13 @@ import sys
 import tempfile
 import time
 
+import jax
+import numpy as np
 from absl import app, flags
+from tensorboard.backend.event_processing import event_accumulator
 
 import benchmarks
-from hybrid_parallel import platforms
+from hybrid_parallel import checkpointing, platforms
 
 ROOT = benchmarks.ROOT
 _KILLS = flags.DEFINE_integer("kills", 6, "SIGKILLs before the SIGTERM and the SIGINT.")
@@ -114,10 +117,6 @@ def interrupted_run(workdir: str, *, steps: int, kills: int, rng: random.Random)
 def main(argv):
   del argv
   platforms.start()  # before anything queries the devices.
-  import jax
-  import numpy as np
-  from tensorboard.backend.event_processing import event_accumulator
-  from hybrid_parallel import checkpointing
 
   rng = random.Random(_SEED.value)
   steps = _STEPS.value

@@ -75,13 +75,18 @@ import tempfile
 import time
 import traceback
 
+import jax
+import jaxlib
+import numpy as np
 from absl import app, flags
 
 import benchmarks
+import experiment
 from benchmarks.common import main_runs, step_timing, torch_alexnet
-from benchmarks.speed import accelerator_tables
-from hybrid_parallel import platforms
-from hybrid_parallel.analysis import hardware
+from benchmarks.speed import accelerator_tables, gpu_topologies, trace_stats
+from configs import default
+from hybrid_parallel import layers, models, partitioning, platforms
+from hybrid_parallel.analysis import costmodel, hardware, hlo_stats
 
 # JAX would take 75% of the GPU's memory at its first use, leaving the PyTorch worker too little;
 # with this it takes what it uses (and the device's peak figure means something).
@@ -164,14 +169,12 @@ OPTION_VARIANTS = {
 
 
 def _config(model: str, dtype: str, batch: int, sizes: Sizes, **overrides):
-  from configs import default
   config = default.for_scheme("single", 1, 1, global_batch_size=batch)
   config.update(model=model, dtype=dtype, image_size=sizes.image_size, **overrides)
   return config
 
 
 def _median(times) -> float:
-  import numpy as np
   return float(np.median(times))
 
 
@@ -182,8 +185,6 @@ def measure_step(config, sizes: Sizes, *, compiler_options=None) -> dict:
 
 
 def environment() -> dict:
-  import jax
-  import jaxlib
   device = jax.devices()[0]
   info = {"date": time.strftime("%Y-%m-%d"), "python": platform.python_version(),
           "jax": jax.__version__, "jaxlib": jaxlib.__version__, "backend": jax.default_backend(),
@@ -219,7 +220,6 @@ def target_config_check(device, card: dict) -> list[dict]:
   (speed/gpu_topologies.GPUS, from datasheets) beside what the machine reports, field by field:
   the SM count (JAX), the boost clock and the memory (nvidia-smi's `card`), the L2 (PyTorch, in
   its own process so that this one's GPU memory stays JAX's)."""
-  from benchmarks.speed import gpu_topologies
   described = next((gpu for gpu in gpu_topologies.GPUS.values()
                     if gpu.name == device.device_kind), None)
   number = lambda key: float(card[key].split()[0]) if key in card else None  # noqa: E731
@@ -313,8 +313,6 @@ def compare_with_pytorch(report: dict, sizes: Sizes) -> None:
 
 
 def profile(sizes: Sizes) -> dict:
-  import jax
-  from benchmarks.speed import trace_stats
   model, dtype, batch = sizes.goal
   step, *_ = step_timing.compile_step(_config(model, dtype, batch, sizes), sizes.classes)
   step_timing.time_steps(step, sizes.warmup)
@@ -336,9 +334,6 @@ def profile(sizes: Sizes) -> dict:
 def tuning(sizes: Sizes) -> list[dict]:
   """The goal configuration changed one thing at a time; the baseline is timed first and again
   last, so that the spread between two timings of one program is in the table too."""
-  import jax
-  import experiment
-  from hybrid_parallel import layers
   model, dtype, batch = sizes.goal
   platform_name = jax.devices()[0].platform
   default_pool = experiment.for_platform("auto", layers.MAX_POOL_BY_PLATFORM, platform_name)
@@ -396,8 +391,6 @@ MOCK_WORKER_TIMEOUT_S = 120.0
 def mock_worker(name: str, sizes: Sizes) -> dict:
   """Runs in its own process (`--worker=mock:NAME`) whose environment holds the mocked
   topology (or, dry, the simulated CPU devices)."""
-  import jax
-  from hybrid_parallel.analysis import costmodel, hlo_stats
   # A worker that hangs prints every thread's stack before its parent's time limit stops it.
   faulthandler.dump_traceback_later(MOCK_WORKER_TIMEOUT_S - 15, exit=False)
   topology = os.environ.get("JAX_MOCK_GPU_TOPOLOGY")
@@ -448,9 +441,6 @@ def time_model_prediction(config, sizes: Sizes) -> dict:
   docs/gpu.json (an H200, 2026-11-23: speed/gpu_topologies.calibrated_node), its transfers the
   analytic minimum. `model_compute_ms` is what a mocked step measures (one device's compute; the
   mock skips the collectives), `model_step_ms` the whole step over NVLink."""
-  from hybrid_parallel import models, partitioning
-  from hybrid_parallel.analysis import costmodel
-  from benchmarks.speed import gpu_topologies
   machine = gpu_topologies.calibrated_node("h100", "1x1x8", model=config.model,
                                            dtype=config.dtype,
                                            measured=gpu_topologies.one_gpu_rows())
@@ -552,7 +542,6 @@ def notebook(sizes: Sizes, *, timeout_s: float) -> dict:
 def suite(*, timeout_s: float) -> dict:
   """The test suite under this machine's JAX, on CPU devices as in CI (tests/__init__.py): one
   pytest worker per core; tests that need what the machine lacks (TensorFlow) skip and say so."""
-  import jax
   workers = 1 if _DRY_RUN.value else len(os.sched_getaffinity(0))  # the cores it may use
   command = [sys.executable, "-m", "pytest", "-q", "-rfEs", "-n", str(workers), "--dist",
              "loadscope", "-p", "no:cacheprovider"]

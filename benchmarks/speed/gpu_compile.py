@@ -39,15 +39,18 @@ import json
 import os
 import time
 
+import jax
 from absl import app, flags
 
 import benchmarks
+import experiment
 from benchmarks.common import compile_only
 from benchmarks.common.compile_only import CONFIGS as COMPILED_CONFIGS
 from benchmarks.speed import gpu_topologies
 from benchmarks.speed.gpu_topologies import GPUS, TOPOLOGIES
-from hybrid_parallel import partitioning, platforms
-from hybrid_parallel.analysis import costmodel
+from hybrid_parallel import models, partitioning, platforms
+from hybrid_parallel.analysis import costmodel, hlo_stats
+from hybrid_parallel.errors import UserError
 
 # Krizhevsky 2014's 8 K20s (Table 1, as secondary sources quote it), speed-up over one GPU at
 # batch 128: (conv batch, FC batch) (1024, 1024) and the variable batch (1024, 128).
@@ -110,12 +113,6 @@ def predict(ops, async_ops, *, mesh, machine, arch, plan, config) -> dict:
 def compile_row(gpu: str, topology: str, name: str, *, dtype: str, devices, measured,
                 **overrides) -> dict:
   """One config compiled for one GPU topology: the row described in the module docstring."""
-  import jax
-  import experiment
-  from hybrid_parallel import models
-  from hybrid_parallel.analysis import hlo_stats
-  from hybrid_parallel.errors import UserError
-
   config = _spread_over_hosts(compile_only.config(name, dtype, **overrides), topology)
   row = {"gpu": gpu, "topology": topology, "config": name, "dtype": dtype,
          "device_kind": devices[0].device_kind, "global_batch": config.global_batch_size,

@@ -15,6 +15,9 @@ import importlib.util
 import json
 import os
 
+import numpy as np
+from jax.experimental import topologies
+
 import benchmarks
 from hybrid_parallel import platforms
 from hybrid_parallel.analysis import hardware
@@ -84,7 +87,6 @@ def topology_devices(gpu: str, topology: str) -> list:
   ("h100", "h200"), in host order. Call before JAX starts its backends."""
   # The plugin checks the CUDA driver's version before it registers; there is no driver here.
   os.environ.setdefault("JAX_SKIP_CUDA_CONSTRAINTS_CHECK", "1")
-  from jax.experimental import topologies
   return list(topologies.get_topology_desc("", platform="cuda",
                                            target_config=GPUS[gpu].target_config(),
                                            topology=topology).devices)
@@ -105,7 +107,6 @@ def mesh_devices(devices: list, data: int, model: int) -> list:
 
 def axes_crossing_hosts(mesh) -> list[str]:
   """The mesh axes along which devices of different hosts meet."""
-  import numpy as np
   hosts = np.vectorize(lambda d: d.process_index)(mesh.devices)
   return [axis for i, axis in enumerate(mesh.axis_names)
           if (np.moveaxis(hosts, i, -1) != np.moveaxis(hosts, i, -1)[..., :1]).any()]

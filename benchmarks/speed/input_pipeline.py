@@ -35,11 +35,19 @@ import shutil
 import tempfile
 import time
 
+import jax
+import numpy as np
 from absl import app, flags
+from jax.sharding import NamedSharding, PartitionSpec as P
+from PIL import Image
 
 import benchmarks
+import experiment
 from benchmarks.common import main_runs, step_timing
-from hybrid_parallel import platforms
+from configs import default, imagenet_single
+from hybrid_parallel import models, platforms
+from hybrid_parallel.analysis import costmodel
+from input_pipeline import prepare, prepared
 
 ROOT = benchmarks.ROOT
 SECTIONS = ("tfds", "prepare", "prepared", "trainer")
@@ -76,8 +84,6 @@ CONVNET_MFU = 0.15
 def photographs(folder: str | None = None):
   """The JPEGs of `folder`, or the real photographs installed with scikit-learn and matplotlib,
   as uint8 RGB arrays."""
-  import numpy as np
-  from PIL import Image
   if folder:
     paths = sorted(os.path.join(folder, f) for f in os.listdir(folder)
                    if f.lower().endswith((".jpg", ".jpeg")))
@@ -94,8 +100,6 @@ def make_jpegs(root: str, count: int, *, classes: int = 10,
                photos_dir: str | None = None) -> list[bytes]:
   """`count` train and count // 10 val JPEGs (q90) in root/{train,val}/CLASS, each a random
   window of a photograph resized to one of PHOTO_SIZES; returns the train JPEGs' bytes."""
-  import numpy as np
-  from PIL import Image
   rng = np.random.default_rng(0)
   photos = photographs(photos_dir)
   train = []
@@ -121,7 +125,6 @@ def _rate(source, batches: int, *, global_batch: int = GLOBAL_BATCH, window: int
   """Images/s over `batches` global batches after 3 warm-up ones: the median of the rates of
   windows of `window` batches. (Per batch would mislead: batches made in parallel arrive in
   bursts — two threads hand over two at once — and a prefetch buffer holds some ready.)"""
-  import numpy as np
   stream = source.train_batches(global_batch, seed=0,
                                 position=source.position_at(0, global_batch),
                                 shard=slice(0, global_batch))
@@ -144,11 +147,8 @@ def _rate(source, batches: int, *, global_batch: int = GLOBAL_BATCH, window: int
 
 def tfds_row(jpegs: list[bytes], *, batches: int, examples: int) -> dict:
   """imagenet2012 through the real tfds code path (mock_data serving `jpegs`), on every core."""
-  import numpy as np
   import tensorflow as tf
   import tensorflow_datasets as tfds
-  import experiment
-  from configs import default
   config = default.get_config()
   config.dataset, config.image_size = "imagenet2012", 224
   config.data_dir = os.path.join(ROOT, "runs", "no_tfds_data")  # nothing is read from it
@@ -175,7 +175,6 @@ def prepare_rows(folder: str, out_root: str, jpegs: list[bytes]) -> list[dict]:
   """Prepares `folder` as JPEG q90 and as raw on every core (wall time, bytes); the per-core rate
   — what ImageNet's core-hours follow from — is timed apart, on one core over `jpegs`: the whole
   run's rate also holds the worker pool's start, a large share of a run this small."""
-  from input_pipeline import prepare
   rows = []
   for image_format in ("jpeg", "raw"):
     settings = prepare.Settings("timing", image_format, 90 if image_format == "jpeg" else 0, 256)
@@ -207,7 +206,6 @@ def prepared_rows(out_root: str, *, batches: int, image_size: int,
   """The prepared formats read for an `image_size` model: in this process, then a worker per
   core; and the on-device finish (crop, flip, lighting, normalise) of a batch on this machine's
   first device."""
-  from input_pipeline import prepared
   rows = []
   cores = os.cpu_count()
   for image_format in ("jpeg", "raw"):
@@ -232,9 +230,6 @@ def prepared_rows(out_root: str, *, batches: int, image_size: int,
 
 def device_finish_rate(source, global_batch: int) -> float:
   """Images/s of the on-device crop, flip, lighting and normalisation of a global batch."""
-  import jax
-  import numpy as np
-  from jax.sharding import NamedSharding, PartitionSpec as P
   device = jax.devices()[0]
   sharding = NamedSharding(jax.make_mesh((1,), ("data",), devices=[device]), P("data"))
   finish, _ = source.device_transforms(sharding, seed=0)
@@ -248,8 +243,6 @@ def trainer_rows(out_root: str, *, batch: int, steps: int, dry_run: bool) -> lis
   """main.py on the prepared JPEGs, then on the raw preparation (each read by a thread per core),
   then on the JPEGs decoded in a worker process per core, against the bare step of the same
   config, in this call."""
-  from configs import imagenet_single
-  from input_pipeline import prepared
   config = imagenet_single.get_config()
   classes = prepared.Manifest.read(os.path.join(out_root, "jpeg")).num_classes
   model = "alexnet_owt_tiny" if dry_run else config.model
@@ -294,8 +287,6 @@ def cpu_model() -> str:
 def main(argv):
   del argv
   platforms.start()  # before anything queries the devices.
-  from hybrid_parallel import models
-  from hybrid_parallel.analysis import costmodel
   dry = _DRY_RUN.value
   images = 48 if dry else _IMAGES.value
   batches = 4 if dry else _BATCHES.value

@@ -28,11 +28,16 @@ import json
 import os
 import time
 
+import jax
+import jax.numpy as jnp
+import numpy as np
 from absl import app, flags
+from flax import linen as nn
 
 import benchmarks
 from benchmarks.common import step_timing
-from hybrid_parallel import platforms
+from configs import default
+from hybrid_parallel import compiler_options, layers, platforms
 
 LAYERS = ("max_pool", "grouped_conv")
 _LAYERS = flags.DEFINE_list("layers", list(LAYERS), "Which layers' implementations to time.")
@@ -53,12 +58,6 @@ GROUPS = 2
 
 
 def max_pool_rows(options, *, batch: int, repeats: int) -> list[dict]:
-  import jax
-  import jax.numpy as jnp
-  import numpy as np
-  from flax import linen as nn
-  from hybrid_parallel import layers
-
   variants = {"reduce_window": lambda x: nn.max_pool(x, (3, 3), strides=(2, 2)),
               "ours": layers.overlapping_max_pool}
   rows = []
@@ -81,11 +80,6 @@ def max_pool_rows(options, *, batch: int, repeats: int) -> list[dict]:
 
 
 def conv_rows(options, *, batch: int, repeats: int) -> list[dict]:
-  import jax
-  import jax.numpy as jnp
-  import numpy as np
-  from hybrid_parallel import layers
-
   def grouped(x, w, padding):
     return jax.lax.conv_general_dilated(x, w, (1, 1), [(padding, padding)] * 2,
                                         dimension_numbers=("NHWC", "HWIO", "NHWC"),
@@ -117,7 +111,6 @@ def conv_rows(options, *, batch: int, repeats: int) -> list[dict]:
 
 
 def conv_step_rows(*, batch: int) -> list[dict]:
-  from configs import default
   rows = []
   for model, image_size, step_batch in (("alexnet_tiny", 64, 64), ("alexnet", 224, batch)):
     row = {"model": model, "image_size": image_size, "batch": step_batch}
@@ -136,8 +129,6 @@ def conv_step_rows(*, batch: int) -> list[dict]:
 def main(argv):
   del argv
   platforms.start()  # before anything queries the devices.
-  import jax
-  from hybrid_parallel import compiler_options
   options = (dict(compiler_options.CPU_STEP_OPTIONS) if jax.default_backend() == "cpu"
              else None)
   if "max_pool" in _LAYERS.value:

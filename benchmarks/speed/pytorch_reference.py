@@ -23,10 +23,13 @@ import subprocess
 import sys
 import time
 
+import jax
+import numpy as np
 from absl import app, flags
 
 import benchmarks
 from benchmarks.common import step_timing, torch_alexnet
+from configs import default
 from hybrid_parallel import platforms
 
 ROOT = benchmarks.ROOT
@@ -56,9 +59,6 @@ def torch_step(batch: int, size: int, classes: int):
 
 def jax_step(batch: int, size: int, classes: int, *, tune_xla_cpu: bool):
   """This codebase's single-device training step for the same model, as a no-argument callable."""
-  import jax
-  from configs import default
-
   config = default.for_scheme("single", 1, 1, global_batch_size=batch)
   config.model, config.image_size = "alexnet_owt", size
   config.momentum, config.weight_decay = 0.9, 5e-4
@@ -87,7 +87,6 @@ def serve(framework: str) -> None:
 def main(argv):
   del argv
   platforms.start()  # before anything queries the devices.
-  import numpy as np
   if _WORKER.value:
     return serve(_WORKER.value)
   try:

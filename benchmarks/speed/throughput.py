@@ -27,14 +27,20 @@ CPU, the overhead of the parallel machinery: 1.0 = none).
 import json
 import os
 
+import jax
+import numpy as np
 from absl import app, flags
 from ml_collections import config_flags
 
-import configs
 import benchmarks
+import configs
+import experiment
 from benchmarks.common import config_or_all, step_timing
 from benchmarks.speed import tables
-from hybrid_parallel import platforms
+from hybrid_parallel import models, platforms
+from hybrid_parallel.analysis import costmodel, hlo_stats
+from hybrid_parallel.errors import UserError
+from hybrid_parallel.steps import common
 
 _CONFIG, _ALL = config_or_all.define_flags(all_help="Table-1 configs and owt8 under every backend.")
 _STEPS = flags.DEFINE_integer("steps", 10, "Timed steps.")
@@ -45,10 +51,6 @@ _OUT = flags.DEFINE_string("out", benchmarks.DOCS, "Where --all writes throughpu
 
 def measure(config, cpu_flops: float | None) -> dict:
   """Compiles and times one config's train step on synthetic data."""
-  import numpy as np
-  from hybrid_parallel import models
-  from hybrid_parallel.analysis import costmodel, hlo_stats
-
   step, compile_s, compiled, plan, devices = step_timing.compile_step(config, _CLASSES.value)
   step_timing.time_steps(step, _WARMUP.value)
   times = step_timing.time_steps(step, _STEPS.value)
@@ -80,7 +82,6 @@ def _plot(rows, path: str) -> None:
   import matplotlib
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt
-  from hybrid_parallel.steps import common
   fig, ax = plt.subplots(figsize=(9, 4))
   width = 0.8 / len(common.BACKENDS)
   for i, backend in enumerate(common.BACKENDS):
@@ -99,7 +100,6 @@ def _plot(rows, path: str) -> None:
 def main(argv):
   del argv
   platforms.start(cpu_devices=8)
-  import jax
   cpu_flops = step_timing.cpu_gemm_flops() if jax.devices()[0].platform == "cpu" else None
   if not _ALL.value:
     result = measure(_CONFIG.value, cpu_flops)
@@ -107,9 +107,6 @@ def main(argv):
         config_flags.get_config_filename(flags.FLAGS["config"])))[0]
     print(json.dumps(result))
     return
-  import experiment
-  from hybrid_parallel.errors import UserError
-  from hybrid_parallel.steps import common
   rows = []
   for backend in common.BACKENDS:
     for name in configs.TABLE1:

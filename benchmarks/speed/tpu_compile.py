@@ -34,14 +34,17 @@ import json
 import os
 import time
 
+import jax
 from absl import app, flags
 
 import benchmarks
+import experiment
 from benchmarks.common import compile_only
 from benchmarks.common.compile_only import CONFIGS
 from benchmarks.speed.tpu_topologies import TOPOLOGIES, topology_devices
-from hybrid_parallel import platforms
+from hybrid_parallel import layers, platforms
 from hybrid_parallel.analysis import costmodel
+from hybrid_parallel.errors import UserError
 
 
 _TOPOLOGIES = flags.DEFINE_list("topologies", list(TOPOLOGIES), "TPU topologies to compile for.")
@@ -59,10 +62,6 @@ flags.register_validator("configs", lambda names: set(names) <= set(CONFIGS),
 
 def compile_row(topology: str, name: str, dtype: str, *, devices, **overrides) -> dict:
   """One config compiled for one topology: the row described in the module docstring."""
-  import jax
-  import experiment
-  from hybrid_parallel.errors import UserError
-
   device = TOPOLOGIES[topology]
   config = compile_only.config(name, dtype, **overrides)
   row = {"topology": topology, "config": name, "dtype": dtype,
@@ -107,7 +106,6 @@ def compile_row(topology: str, name: str, dtype: str, *, devices, **overrides) -
 
 def model_choices(topology: str, devices) -> list[dict]:
   """Every implementation of each per-platform model choice, in the 1×1 step (--choices)."""
-  from hybrid_parallel import layers
   rows = []
   for field, options, model in (("max_pool", layers.MAX_POOLS, "alexnet_owt"),
                                 ("stem_conv", layers.STEM_CONVS, "alexnet_owt"),

@@ -5,6 +5,8 @@ the peak and bandwidths that benchmarks/speed/tpu_compile.py's estimates divide 
 import dataclasses
 import os
 
+from jax.experimental import topologies
+
 
 @dataclasses.dataclass(frozen=True)
 class Device:
@@ -34,7 +36,6 @@ def topology_devices(topology: str) -> list:
   # Compile-only devices open no chip, so two processes may load libtpu at once (its lock file
   # otherwise refuses the second: a test run beside a benchmark, two tests at once).
   os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
-  from jax.experimental import topologies
   return topologies.get_topology_desc(
       platform="tpu", topology_name=topology,
       chip_config_name=TOPOLOGIES[topology].chip_config_name).devices
