@@ -34,7 +34,6 @@ docs/asynchronous.md renders its tables. About 15–40 s a run on a 2-core CPU (
 """
 
 import dataclasses
-import dataclasses as dc
 import json
 import os
 import statistics
@@ -45,6 +44,7 @@ from absl import app, flags, logging
 import benchmarks
 import train
 from benchmarks.papers import tables
+from benchmarks.speed import gpu_topologies
 from configs import default
 from hybrid_parallel import models, partitioning, platforms
 from hybrid_parallel.analysis import costmodel, hardware
@@ -167,24 +167,29 @@ def train_run(setting: Setting, seed: int) -> dict:
                           if "train_accuracy" in r]}
 
 
+def imagenet_step_s(machine, *, scheme: str, data: int, model: int = 1, every=None,
+                    exchange: str | None = None) -> float:
+  """Seconds per step of `scheme` on a data × model mesh (A-SGD's clients, averaging's replicas
+  on `data`) for the papers' ImageNet AlexNet at 128 images per device, on `machine`
+  (analysis/costmodel.py); `every` and `exchange` are a local scheme's meetings."""
+  arch = models.ARCHITECTURES["alexnet"]
+  if scheme in ("asgd", "averaging"):
+    return costmodel.local_sgd_step_time(arch, machine, replicas=data, batch_per_replica=128,
+                                         image_size=224, num_classes=1000, every=every,
+                                         exchange=exchange)["step_s"]
+  return costmodel.step_time(arch, partitioning.make_plan(scheme, data, model), machine,
+                             global_batch=128 * data * model, image_size=224,
+                             num_classes=1000)["step_s"]
+
+
 def predicted_step_s(setting: Setting, machines) -> dict:
   """Seconds per step of the setting at the papers' size on the papers' hardware and on one
-  8-GPU H100 node (analysis/costmodel.py)."""
-  arch = models.ARCHITECTURES["alexnet"]
-  sizes = dict(image_size=224, num_classes=1000)
-  result = {}
-  for where, machine in machines.items():
-    if setting.parallelism in ("single", "data"):
-      plan = partitioning.make_plan(setting.parallelism, setting.clients, 1)
-      result[where] = costmodel.step_time(arch, plan, machine, global_batch=128 * setting.clients,
-                                          **sizes)["step_s"]
-    else:
-      exchange = ("parameter_server" if setting.parallelism == "asgd"
-                  else setting.average_method)
-      result[where] = costmodel.local_sgd_step_time(
-          arch, machine, replicas=setting.clients, batch_per_replica=128, **sizes,
-          every=setting.n_sync or setting.sync_every, exchange=exchange)["step_s"]
-  return {k: round(v, 4) for k, v in result.items()}
+  8-GPU H100 node."""
+  exchange = "parameter_server" if setting.parallelism == "asgd" else setting.average_method
+  return {where: round(imagenet_step_s(machine, scheme=setting.parallelism, data=setting.clients,
+                                       every=setting.n_sync or setting.sync_every,
+                                       exchange=exchange), 4)
+          for where, machine in machines.items()}
 
 
 def machines() -> dict:
@@ -201,13 +206,12 @@ def machines() -> dict:
       seconds_per_step=98.05 * 3600 / steps, dtype="float32",
       source="Krizhevsky 2014: one K20, 98.05 h for 90 epochs at batch 128")
   # The H200's measured bare step of alexnet, float32, batch 128 (docs/gpu.json).
-  with open(os.path.join(benchmarks.DOCS, "gpu.json")) as f:
-    measured = next(r for r in json.load(f)["sections"]["single_device"]["result"]
-                    if (r["model"], r["dtype"], r["batch"]) == ("alexnet", "float32", 128))
+  measured = next(r for r in gpu_topologies.one_gpu_rows()
+                  if (r["model"], r["dtype"], r["batch"]) == ("alexnet", "float32", 128))
   h100 = hardware.gpu_node("h100").calibrated(
       flops_per_step=flops, seconds_per_step=measured["step_ms"] / 1e3, dtype="float32",
       source="the H200's bare alexnet step, float32, batch 128 (docs/gpu.json)")
-  return {"paine": dc.replace(paine, nodes=9), "krizhevsky": k20s, "h100": h100}
+  return {"paine": dataclasses.replace(paine, nodes=9), "krizhevsky": k20s, "h100": h100}
 
 
 def hardware_for(setting: Setting, all_machines: dict) -> dict:
@@ -281,24 +285,19 @@ def time_rows(runs: list[dict], all_machines: dict) -> list[dict]:
   """Every 4-device scheme's curve on digits priced as ImageNet AlexNet steps (128 images per
   device) on one machine of the papers' (Krizhevsky 2014's 8 K20s, used for every row so that
   the rows compare) and on one 8-GPU H100 node: seconds to each of TARGETS, per seed."""
-  arch = models.ARCHITECTURES["alexnet"]
-  sizes = dict(image_size=224, num_classes=1000)
   where = {"papers_hardware": all_machines["krizhevsky"], "h100_node": all_machines["h100"]}
   priced = []  # (scheme, run label, its runs, {machine: seconds per step})
   synchronous = _runs(runs, "data (synchronous)")
   for name, (scheme, data, model) in SYNCHRONOUS_4.items():
-    plan = partitioning.make_plan(scheme, data, model)
     priced.append((name, "data (synchronous)", synchronous, {
-        k: costmodel.step_time(arch, plan, m, global_batch=4 * 128, **sizes)["step_s"]
-        for k, m in where.items()}))
+        k: imagenet_step_s(m, scheme=scheme, data=data, model=model) for k, m in where.items()}))
   local = [r for r in runs if r["clients"] == 4 and r["scheme"] in ("averaging", "asgd")]
   for label in dict.fromkeys(r["label"] for r in local):
     first = _runs(local, label)[0]
-    exchange = first["average_method"] or "parameter_server"
-    every = first["sync_every"] or first["n_sync"]
     priced.append((f"{first['scheme']} 4×1", label, _runs(local, label), {
-        k: costmodel.local_sgd_step_time(arch, m, replicas=4, batch_per_replica=128, **sizes,
-                                         every=every, exchange=exchange)["step_s"]
+        k: imagenet_step_s(m, scheme=first["scheme"], data=4,
+                           every=first["sync_every"] or first["n_sync"],
+                           exchange=first["average_method"] or "parameter_server")
         for k, m in where.items()}))
   rows = []
   for scheme, label, chosen, step_s in priced:
@@ -407,10 +406,8 @@ def findings(runs: list[dict], all_machines) -> list[dict]:
         "8 clients' training-error curve zigzags more at n_sync 8 than at 1 on every seed (mean "
         "absolute second difference)", {f"n_sync {n}": round(_mean(v), 5)
                                          for n, v in jagged.items()})
-    arch = models.ARCHITECTURES["alexnet"]
-    per_day = {n: 86400 / costmodel.local_sgd_step_time(
-        arch, all_machines["paine"], replicas=8, batch_per_replica=128, image_size=224,
-        num_classes=1000, every=n, exchange="parameter_server")["step_s"] for n in (100, 900)}
+    per_day = {n: 86400 / imagenet_step_s(all_machines["paine"], scheme="asgd", data=8, every=n,
+                                          exchange="parameter_server") for n in (100, 900)}
     lower = max(errors[1][8]) < min(errors[8][8])
     add("n_sync 100 processes fewer minibatches in 24 h than 900, yet ends at a lower error",
         "Paine et al., Experiment 3 (Fig. 4)", lower and per_day[100] < per_day[900],
@@ -445,10 +442,8 @@ def findings(runs: list[dict], all_machines) -> list[dict]:
         "for every method and replica count, averaging every 4 or 16 steps reaches 90% of the "
         "every-step run's final test top-1 in fewer predicted hours on 8 K20s than averaging "
         "every step", {"predicted_hours_to_target": sped})
-  arch = models.ARCHITECTURES["alexnet"]
-  client_step = costmodel.local_sgd_step_time(
-      arch, all_machines["paine"], replicas=8, batch_per_replica=128, image_size=224,
-      num_classes=1000, every=600, exchange="parameter_server")["step_s"]
+  client_step = imagenet_step_s(all_machines["paine"], scheme="asgd", data=8, every=600,
+                                exchange="parameter_server")
   days = 22 * 10_009 * client_step / 86400
   add("8 clients at n_sync 600 reach epoch 22 in 3.3 days (one K20X: 10.7 days), read as 22 "
       "epochs of each client's own steps", "Paine et al., Experiment 1",
