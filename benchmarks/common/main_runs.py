@@ -54,6 +54,15 @@ def run_config(name: str, workdirs: str, *, overrides: tuple[str, ...] = (),
           "train_images_per_sec_median": round(statistics.median(rates), 1) if rates else None}
 
 
+def against_step(run: dict, step: dict) -> dict:
+  """A run of main.py (`run_config`) against the bare step of the same config (step_timing's
+  `step`), as the trainer rows of the GPU and input pipeline pages show them."""
+  rate = run["train_images_per_sec_median"]
+  return {"trainer_images_per_sec": rate, "step_images_per_sec": step["images_per_sec"],
+          "trainer_vs_step": round(rate / step["images_per_sec"], 3), "steps": run["steps"],
+          "wall_clock_s": run["wall_clock_s"]}
+
+
 def metrics_rows(workdir: str) -> list[dict]:
   """The rows main.py wrote to workdir/metrics.jsonl."""
   with open(os.path.join(workdir, "metrics.jsonl")) as f:

@@ -492,11 +492,7 @@ def trainer(sizes: Sizes, *, timeout_s: float) -> list[dict]:
                                  timeout_s=max(deadline - time.perf_counter(), 30.0))
       step = measure_step(_config(model, "bfloat16", batch, sizes), sizes)
       rows.append({"model": model, "dtype": "bfloat16", "batch": batch,
-                   "trainer_images_per_sec": run["train_images_per_sec_median"],
-                   "step_images_per_sec": step["images_per_sec"],
-                   "trainer_vs_step": round(run["train_images_per_sec_median"]
-                                            / step["images_per_sec"], 3),
-                   "steps": run["steps"], "wall_clock_s": run["wall_clock_s"],
+                   **main_runs.against_step(run, step),
                    "final_train_loss": run["final_train_loss"], "eval_loss": run["eval_loss"],
                    "overrides": run["overrides"]})
       print(json.dumps(rows[-1]), flush=True)

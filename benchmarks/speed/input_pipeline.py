@@ -75,7 +75,6 @@ GLOBAL_BATCH = 256
 IMAGENET_IMAGES = 1_281_167 + 50_000  # train + validation
 PHOTO_SIZES = ((500, 375),) * 4 + ((375, 500), (500, 333), (500, 500), (640, 480), (800, 600),
                                    (333, 500))
-H100_BF16_PEAK = 989e12  # FLOP/s, dense (NVIDIA's H100 SXM datasheet)
 # Well-tuned convnets reach 15-20% MFU (NVIDIA's ResNet-50 examples: 2,470 images/s on an
 # A100 with AMP, about 19%).
 CONVNET_MFU = 0.15
@@ -267,10 +266,7 @@ def trainer_rows(out_root: str, *, batch: int, steps: int, dry_run: bool) -> lis
         "model": model, "dtype": "bfloat16", "batch": batch, "image_size": image_size,
         "source": f"prepared {image_format}" + (" q90" if image_format == "jpeg" else ""),
         "input_workers": workers,
-        "classes": classes, "trainer_images_per_sec": run["train_images_per_sec_median"],
-        "step_images_per_sec": step["images_per_sec"],
-        "trainer_vs_step": round(run["train_images_per_sec_median"] / step["images_per_sec"], 3),
-        "steps": run["steps"], "wall_clock_s": run["wall_clock_s"]})
+        "classes": classes, **main_runs.against_step(run, step)})
     print(json.dumps(rows[-1]), flush=True)
   return rows
 
@@ -291,6 +287,7 @@ def main(argv):
   images = 48 if dry else _IMAGES.value
   batches = 4 if dry else _BATCHES.value
   sections = _SECTIONS.value
+  h100_peak = step_timing.GPU_PEAKS["H100"]["bfloat16"]
   flops = costmodel.training_flops_per_image(models.ARCHITECTURES["alexnet_owt"], 224, 1000)
   result = {
       "date": time.strftime("%Y-%m-%d"), "cpu": cpu_model(),
@@ -298,8 +295,8 @@ def main(argv):
       "pipelines": [], "prepare": [], "trainer": [],
       "eight_h100_need": {
           "training_flops_per_image": round(flops / 1e9, 2) * 1e9,
-          "assumed_mfu": CONVNET_MFU, "peak_flops_per_gpu": H100_BF16_PEAK,
-          "images_per_sec": round(8 * H100_BF16_PEAK * CONVNET_MFU / flops)},
+          "assumed_mfu": CONVNET_MFU, "peak_flops_per_gpu": h100_peak,
+          "images_per_sec": round(8 * h100_peak * CONVNET_MFU / flops)},
   }
   work = tempfile.mkdtemp(prefix="input_pipeline_benchmark_")
   try:
