@@ -1,12 +1,16 @@
 """What the compile-only benchmarks (tpu_compile, gpu_compile) share: the configs they compile by
 name, what a compiled program holds (HBM, bytes sent against the analytic minimum), and the
-search for the largest batch that fits. Imported, not run."""
+compile itself and the search for the largest batch that fits. Imported, not run."""
+
+import time
 
 import jax.numpy as jnp
 
 import configs
+import experiment
 from hybrid_parallel import models
 from hybrid_parallel.analysis import costmodel, hlo_stats
+from hybrid_parallel.errors import UserError
 
 # Table 1's rows, Krizhevsky's FC passes (owt8:b, owt8:c), model averaging and the large-batch
 # base: each compiled at the papers' sizes.
@@ -26,6 +30,30 @@ def config(name: str, dtype: str, **overrides):
   if variant:
     result.owt_variant = variant
   return result
+
+
+class NotCompiled(Exception):
+  """Why a config's step did not compile for a topology: a row's result, not an error."""
+
+
+def compile_for(config, devices):
+  """`config`'s train step as train.py builds it (experiment.lower_train_step), lowered for
+  `devices` and compiled: (the lowered step, the compiled program, compile seconds).
+
+  Raises:
+    NotCompiled: with its reason in one line (the mesh's rule, XLA's out of memory).
+  """
+  try:
+    step = experiment.lower_train_step(experiment.resolve(config), num_classes=NUM_CLASSES,
+                                       devices=devices)
+  except (UserError, ValueError) as e:  # e.g. jax.make_mesh's rule for megacore chips.
+    raise NotCompiled(" ".join(str(e).split())[:300]) from e
+  start = time.perf_counter()
+  try:
+    compiled = step.lowered.compile()
+  except Exception as e:  # noqa: BLE001 — XLA's reason (out of memory, say) is the row's result.
+    raise NotCompiled(" ".join(str(e).split())[:300]) from e
+  return step, compiled, time.perf_counter() - start
 
 
 def program_facts(compiled, *, config, plan) -> dict:
@@ -80,3 +108,21 @@ def largest_batch(attempt, first_batch: int) -> dict:
   return {"largest_global_batch": largest["global_batch"], "hbm_gib": largest["hbm_gib"],
           "next_batch": refused["global_batch"],
           "next": refused.get("reason") or f"{refused['hbm_gib']} GiB", "compiles": compiles}
+
+
+def largest_batches(compile_batch, *, known: list[dict], capacity_bytes: float) -> list[dict]:
+  """The largest power-of-two global batch of `single` and of `owt8` in bfloat16 whose step fits
+  `capacity_bytes`: `largest_batch` from a guess scaled from the config's bfloat16 row in `known`
+  (the same topology's), `compile_batch(name, batch)` compiling one (a row)."""
+  def attempt(name, batch):
+    row = compile_batch(name, batch)
+    return row, row["compiled"] and row["hbm_fits"]
+
+  result = []
+  for name in ("single", "owt8"):
+    row = next((r for r in known if (r["config"], r["dtype"]) == (name, "bfloat16")), None)
+    first = first_guess(config(name, "bfloat16").global_batch_size, known=row,
+                        capacity_bytes=capacity_bytes)
+    result.append({"config": name,
+                   **largest_batch(lambda batch, name=name: attempt(name, batch), first)})
+  return result

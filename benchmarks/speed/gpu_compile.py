@@ -43,14 +43,12 @@ import jax
 from absl import app, flags
 
 import benchmarks
-import experiment
 from benchmarks.common import compile_only
 from benchmarks.common.compile_only import CONFIGS as COMPILED_CONFIGS
 from benchmarks.speed import gpu_topologies
 from benchmarks.speed.gpu_topologies import GPUS, TOPOLOGIES
 from hybrid_parallel import models, partitioning, platforms
 from hybrid_parallel.analysis import costmodel, hlo_stats
-from hybrid_parallel.errors import UserError
 
 # Krizhevsky 2014's 8 K20s (Table 1, as secondary sources quote it), speed-up over one GPU at
 # batch 128: (conv batch, FC batch) (1024, 1024) and the variable batch (1024, 128).
@@ -118,17 +116,10 @@ def compile_row(gpu: str, topology: str, name: str, *, dtype: str, devices, meas
          "device_kind": devices[0].device_kind, "global_batch": config.global_batch_size,
          "mesh": [config.mesh.data, config.mesh.model], "jax": jax.__version__}
   try:
-    step = experiment.lower_train_step(
-        experiment.resolve(config), num_classes=compile_only.NUM_CLASSES,
-        devices=gpu_topologies.mesh_devices(devices, config.mesh.data, config.mesh.model))
-  except (UserError, ValueError) as e:
-    return {**row, "compiled": False, "reason": " ".join(str(e).split())[:300]}
-  start = time.perf_counter()
-  try:
-    compiled = step.lowered.compile()
-  except Exception as e:  # noqa: BLE001 — XLA's reason (out of memory, say) is the row's result.
-    return {**row, "compiled": False, "reason": " ".join(str(e).split())[:300]}
-  compile_s = time.perf_counter() - start
+    step, compiled, compile_s = compile_only.compile_for(
+        config, gpu_topologies.mesh_devices(devices, config.mesh.data, config.mesh.model))
+  except compile_only.NotCompiled as e:
+    return {**row, "compiled": False, "reason": str(e)}
   plan, mesh = step.run.plan, step.run.mesh
   facts = compile_only.program_facts(compiled, config=config, plan=plan)
   hlo = compiled.as_text()
@@ -183,24 +174,15 @@ def ranking(rows: list[dict]) -> list[dict]:
 def largest_batches(gpu: str, devices, *, known: list[dict], measured) -> list[dict]:
   """The largest power-of-two global batch of `single` and `owt8` (bfloat16) whose step fits
   one node's GPUs, searched from a guess scaled from gpu_compile.json's row (`known`)."""
-  def attempt(name, batch):
+  def compile_batch(name, batch):
     row = compile_row(gpu, "1x1x8", name, dtype="bfloat16", devices=devices,
                       measured=measured, global_batch_size=batch)
     print(json.dumps({k: v for k, v in row.items() if k != "async"}), flush=True)
-    return row, row["compiled"] and row["hbm_fits"]
+    return row
 
-  rows = []
-  for name in ("single", "owt8"):
-    row = next((r for r in known if (r["gpu"], r["topology"], r["config"], r["dtype"]) ==
-                (gpu, "1x1x8", name, "bfloat16")), None)
-    first = compile_only.first_guess(compile_only.config(name, "bfloat16").global_batch_size,
-                                     known=row,
-                                     capacity_bytes=gpu_topologies.JAX_MEMORY_FRACTION
-                                     * GPUS[gpu].memory_bytes)
-    rows.append({"gpu": gpu, "config": name,
-                 **compile_only.largest_batch(lambda batch, name=name: attempt(name, batch),
-                                              first)})
-  return rows
+  return [{"gpu": gpu, **row} for row in compile_only.largest_batches(
+      compile_batch, known=[r for r in known if (r["gpu"], r["topology"]) == (gpu, "1x1x8")],
+      capacity_bytes=gpu_topologies.JAX_MEMORY_FRACTION * GPUS[gpu].memory_bytes)]
 
 
 def main(argv):

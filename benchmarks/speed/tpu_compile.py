@@ -32,19 +32,16 @@ each topology given and go to tpu_choices.json, replacing that topology's earlie
 import importlib.metadata
 import json
 import os
-import time
 
 import jax
 from absl import app, flags
 
 import benchmarks
-import experiment
 from benchmarks.common import compile_only
 from benchmarks.common.compile_only import CONFIGS
 from benchmarks.speed.tpu_topologies import TOPOLOGIES, topology_devices
 from hybrid_parallel import layers, platforms
 from hybrid_parallel.analysis import costmodel
-from hybrid_parallel.errors import UserError
 
 
 _TOPOLOGIES = flags.DEFINE_list("topologies", list(TOPOLOGIES), "TPU topologies to compile for.")
@@ -71,16 +68,10 @@ def compile_row(topology: str, name: str, dtype: str, *, devices, **overrides) -
          # from release to release: every row says which compiled it.
          "jax": jax.__version__, "libtpu": importlib.metadata.version("libtpu")}
   try:
-    step = experiment.lower_train_step(experiment.resolve(config),
-                                       num_classes=compile_only.NUM_CLASSES, devices=devices)
-  except (UserError, ValueError) as e:  # e.g. jax.make_mesh's rule for megacore chips.
-    return {**row, "compiled": False, "reason": " ".join(str(e).split())[:300]}
+    step, compiled, compile_s = compile_only.compile_for(config, devices)
+  except compile_only.NotCompiled as e:
+    return {**row, "compiled": False, "reason": str(e)}
   plan, batch = step.run.plan, config.global_batch_size
-  start = time.perf_counter()
-  try:
-    compiled = step.lowered.compile()
-  except Exception as e:  # noqa: BLE001 — XLA's reason is the row's result.
-    return {**row, "compiled": False, "reason": " ".join(str(e).split())[:300]}
   cost = compiled.cost_analysis() or {}
   facts = compile_only.program_facts(compiled, config=config, plan=plan)
   sent, hbm_bytes = facts["sent_bytes"], facts["hbm_bytes"]
@@ -93,7 +84,7 @@ def compile_row(topology: str, name: str, dtype: str, *, devices, **overrides) -
   optimal = cost.get("optimal_seconds")
   sane = optimal is not None and optimal > 0 and optimal >= floor_s
   step_s = optimal if sane else floor_s
-  return {**row, "compiled": True, "compile_s": round(time.perf_counter() - start, 1),
+  return {**row, "compiled": True, "compile_s": round(compile_s, 1),
           "mesh": [plan.data, plan.model], "hbm_gib": round(hbm_bytes / 2**30, 3),
           "hbm_fits": hbm_bytes <= device.hbm_bytes, "collective_mb": round(sent / 1e6, 2),
           "analytic_mb": round(facts["analytic_bytes"] / 1e6, 2),
@@ -121,21 +112,14 @@ def model_choices(topology: str, devices) -> list[dict]:
 def largest_batches(topology: str, devices, *, known: list[dict]) -> list[dict]:
   """The largest power-of-two global batch that compiles within HBM (--largest_batch), for
   `single` and `owt8` in bfloat16, from a guess scaled from tpu.json's row (`known`)."""
-  def attempt(name, batch):
+  def compile_batch(name, batch):
     row = compile_row(topology, name, "bfloat16", devices=devices, global_batch_size=batch)
     print(json.dumps(row), flush=True)
-    return row, row["compiled"] and row["hbm_fits"]
+    return row
 
-  rows = []
-  for name in ("single", "owt8"):
-    row = next((r for r in known if (r["topology"], r["config"], r["dtype"]) ==
-                (topology, name, "bfloat16")), None)
-    first = compile_only.first_guess(compile_only.config(name, "bfloat16").global_batch_size,
-                                     known=row, capacity_bytes=TOPOLOGIES[topology].hbm_bytes)
-    rows.append({"config": name, "topology": topology,
-                 **compile_only.largest_batch(lambda batch, name=name: attempt(name, batch),
-                                              first)})
-  return rows
+  return [{"topology": topology, **row} for row in compile_only.largest_batches(
+      compile_batch, known=[r for r in known if r["topology"] == topology],
+      capacity_bytes=TOPOLOGIES[topology].hbm_bytes)]
 
 
 def _replace_topology(rows: list[dict], topology: str, new_rows: list[dict]) -> list[dict]:
