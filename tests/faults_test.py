@@ -4,6 +4,7 @@ checkpoint save, many processes with a peer that dies or hangs."""
 import concurrent.futures
 import json
 import os
+import re
 import resource
 import signal
 import socket
@@ -51,7 +52,7 @@ def finish(*processes) -> list[str]:
   for process in processes:
     _, stderr = process.communicate(timeout=300)
     if process.returncode != 0:
-      raise AssertionError(f"main.py failed:\n{stderr[-3000:]}")
+      raise AssertionError(f"main.py failed:\n{why_it_ended(stderr)}")
     errors.append(stderr)
   return errors
 
@@ -63,13 +64,21 @@ def checkpoints(workdir):
       directory) else []
 
 
+def why_it_ended(stderr: str) -> str:
+  """What a failed main.py's stderr says: its error and fatal log lines (a process aborted by
+  JAX's distributed runtime prints the reason once, then every thread's stack), then its tail."""
+  said = [line for line in stderr.splitlines()
+          if re.match(r"(error: |[FE]\d{4} |Fatal Python error|.*Check failed)", line)]
+  return "\n".join(said[:10] + ["...", stderr[-2000:]])
+
+
 def wait_for(predicate, timeout_s=240, process=None):
   """Waits until `predicate()`; fails at the timeout, or at once if `process` ends first."""
   deadline = time.monotonic() + timeout_s
   while not predicate():
     if process is not None and process.poll() is not None:
-      error = process.stderr.read()[-3000:] if process.stderr else "(stderr in a file)"
-      raise AssertionError(f"main.py ended first:\n{error}")
+      error = why_it_ended(process.stderr.read()) if process.stderr else "(stderr in a file)"
+      raise AssertionError(f"main.py ended first (exit {process.returncode}):\n{error}")
     if time.monotonic() > deadline:
       raise AssertionError("timed out")
     time.sleep(0.05)
