@@ -89,7 +89,8 @@ from hybrid_parallel import layers, models, partitioning, platforms
 from hybrid_parallel.analysis import costmodel, hardware, hlo_stats
 
 # JAX would take 75% of the GPU's memory at its first use, leaving the PyTorch worker too little;
-# with this it takes what it uses (and the device's peak figure means something).
+# with this it takes what it uses (and the device's peak figure means something). Read when the
+# GPU client starts (jaxlib's xla_client), not at `import jax`: set after the imports, it holds.
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
 ROOT = benchmarks.ROOT
