@@ -5,6 +5,7 @@ import json
 import os
 import shutil
 import tempfile
+import time
 
 import jax
 import jax.numpy as jnp
@@ -75,10 +76,67 @@ class TraceStatsTest(absltest.TestCase):
     self.assertEqual([(op["op"], op["calls"], op["ms_per_step"]) for op in ops],
                      [("dot.1", 2, 0.005)])
 
+  def test_the_timeline_finds_the_waits_between_steps(self):
+    @jax.jit
+    def program(x):
+      return jnp.tanh(x @ x) @ x
+
+    x = jnp.ones((256, 256))
+    program(x).block_until_ready()  # compiled before the trace.
+    with tempfile.TemporaryDirectory() as directory:
+      jax.profiler.start_trace(directory)
+      for _ in range(4):
+        program(x).block_until_ready()
+        time.sleep(0.05)  # the host's 50 ms between steps: the device waits at least that.
+      jax.profiler.stop_trace()
+      timeline = trace_stats.device_timeline(directory, steps=4)
+    self.assertLen(timeline["longest_gaps_ms"], 3)
+    for gap in timeline["longest_gaps_ms"]:
+      self.assertGreaterEqual(gap, 50.0 - 1e-3)  # rounded to the microsecond.
+    self.assertLess(timeline["busy_share"], 0.5)  # a few ms of work per 50 ms wait.
+
+  def test_overlapping_operations_count_once(self):
+    # XLA:CPU runs operations on several threads at once: one within another's time is busy for
+    # the outer one's 20 µs (not 30), then a 10 µs gap, then 10 µs of work.
+    meta = {"ph": "M", "name": "process_name", "pid": 701, "args": {"name": "/host:CPU"}}
+    events = [meta, *({"ph": "X", "pid": 701, "tid": tid, "name": "thunk", "ts": ts,
+                       "dur": dur, "args": {"hlo_op": f"op{tid}"}}
+                      for tid, ts, dur in ((1, 0.0, 20.0), (2, 5.0, 10.0), (1, 30.0, 10.0)))]
+    with tempfile.TemporaryDirectory() as directory:
+      path = os.path.join(directory, "cpu.trace.json.gz")
+      with gzip.open(path, "wt") as f:
+        json.dump({"traceEvents": events}, f)
+      timeline = trace_stats.device_timeline(path, steps=2)
+    self.assertEqual(timeline, {"busy_share": 0.75, "busy_ms_per_step": 0.015,
+                                "longest_gaps_ms": [0.01], "other_gaps_ms_per_step": 0.0})
+
+  def test_the_h200_steps_waited_for_the_host_between_them(self):
+    # The bare step of docs/gpu.md waits for each step's result before it starts the next: its
+    # trace shows the GPU idle between steps for about a millisecond, and otherwise busy but for
+    # the microseconds between kernel launches.
+    with open(os.path.join(DOCS, "gpu.json")) as f:
+      profile = json.load(f)["sections"]["profile"]["result"]
+    trace = os.path.join(DOCS, "gpu_profile.trace.json.gz")
+    timeline = trace_stats.device_timeline(trace, steps=profile["steps"])
+    self.assertLen(timeline["longest_gaps_ms"], profile["steps"] - 1)
+    for gap in timeline["longest_gaps_ms"]:
+      self.assertBetween(gap, 0.5, 2.0)
+    self.assertLess(timeline["other_gaps_ms_per_step"], 0.1)
+    # The union of the kernels' times is at most their sum (some overlap on the stream).
+    self.assertBetween(timeline["busy_ms_per_step"], 0.95 * profile["device_ms_per_step"],
+                       profile["device_ms_per_step"])
+    # Busy and idle make up the span.
+    span = timeline["busy_ms_per_step"] * profile["steps"] / timeline["busy_share"]
+    self.assertAlmostEqual(span, timeline["busy_ms_per_step"] * profile["steps"] +
+                           sum(timeline["longest_gaps_ms"]) +
+                           timeline["other_gaps_ms_per_step"] * profile["steps"], delta=0.01)
+
   def test_no_trace_is_one_clear_error(self):
     with tempfile.TemporaryDirectory() as directory:
       with self.assertRaisesRegex(FileNotFoundError, "no \\*.trace.json.gz under"):
         trace_stats.top_ops(directory, steps=1)
+      with self.assertRaisesRegex(FileNotFoundError, "no \\*.trace.json.gz under"):
+        trace_stats.device_timeline(os.path.join(directory, "gone.trace.json.gz"), steps=1)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""Where the time of a `jax.profiler` trace goes: device time per XLA operation.
+"""Where the time of a `jax.profiler` trace goes: device time per XLA operation, and when the
+device waited.
 
 Reads the `*.trace.json.gz` that `jax.profiler` writes (what `config.profile_steps` and
 `profiling.StepProfiler` produce). An event counts as device work when the runtime tagged it with
@@ -18,15 +19,19 @@ import os
 
 
 def newest_trace(directory: str) -> str:
-  """The newest `*.trace.json.gz` under `directory` (a trace directory or a run's profile/)."""
+  """The newest `*.trace.json.gz` under `directory` (a trace directory or a run's profile/), or
+  `directory` itself where it is such a file."""
+  if directory.endswith(".trace.json.gz") and os.path.isfile(directory):
+    return directory
   traces = glob.glob(os.path.join(directory, "**", "*.trace.json.gz"), recursive=True)
   if not traces:
     raise FileNotFoundError(f"no *.trace.json.gz under {directory}")
   return max(traces, key=os.path.getmtime)
 
 
-def _device_time(directory: str):
-  """Device microseconds, calls and a kernel name per operation in the newest trace."""
+def _device_events(directory: str):
+  """(operation, event) of each device event in `newest_trace(directory)`: the operation its
+  runtime tagged it with, or the kernel's name."""
   with gzip.open(newest_trace(directory), "rt") as f:
     events = json.load(f)["traceEvents"]
   device_names = {e["pid"]: e.get("args", {}).get("name", "") for e in events
@@ -40,8 +45,6 @@ def _device_time(directory: str):
              if e.get("ph") == "M" and e.get("name") == "thread_name" and "tid" in e}
   streams = {key for key, name in threads.items()
              if key[0] in device_names and name.startswith("Stream")}
-  time_us, calls = collections.Counter(), collections.Counter()
-  kernel = collections.defaultdict(collections.Counter)
   for e in events:
     if e.get("ph") != "X" or "dur" not in e:
       continue
@@ -51,13 +54,46 @@ def _device_time(directory: str):
       continue
     if streams and on_device and (e["pid"], e.get("tid")) not in streams:
       continue
-    op = op or e["name"]
+    yield op or e["name"], e
+
+
+def _device_time(directory: str):
+  """Device microseconds, calls and a kernel name per operation in the newest trace."""
+  time_us, calls = collections.Counter(), collections.Counter()
+  kernel = collections.defaultdict(collections.Counter)
+  for op, e in _device_events(directory):
     time_us[op] += e["dur"]
     calls[op] += 1
     kernel[op][e["name"]] += e["dur"]
   # The kernel an operation spent most of its time in (a cuDNN call also runs memsets and
   # padding kernels).
   return time_us, calls, {op: names.most_common(1)[0][0] for op, names in kernel.items()}
+
+
+def device_timeline(directory: str, *, steps: int) -> dict:
+  """When the device worked during `steps` traced steps, from its first event to its last: the
+  share of that span with any device event running (`busy_share`), that busy time per step
+  (operations overlapping in time, as XLA:CPU's threads run them, count once), the `steps` − 1
+  longest idle gaps (where a step waited for the host: between steps, when each step waits for
+  the one before) and every other gap per step (kernel launches)."""
+  intervals = sorted((e["ts"], e["ts"] + e["dur"]) for _, e in _device_events(directory))
+  if not intervals:
+    raise ValueError(f"{newest_trace(directory)} has no device events")
+  busy, gaps = 0.0, []
+  start, end = intervals[0]
+  for next_start, next_end in intervals[1:]:
+    if next_start > end:
+      busy += end - start
+      gaps.append(next_start - end)
+      start = next_start
+    end = max(end, next_end)
+  busy += end - start
+  span = end - intervals[0][0]
+  gaps.sort(reverse=True)
+  longest = gaps[:steps - 1]
+  return {"busy_share": round(busy / span, 4), "busy_ms_per_step": round(busy / 1e3 / steps, 3),
+          "longest_gaps_ms": [round(g / 1e3, 3) for g in longest],
+          "other_gaps_ms_per_step": round(sum(gaps[steps - 1:]) / 1e3 / steps, 3)}
 
 
 def device_ms_per_step(directory: str, *, steps: int) -> float:
@@ -77,3 +113,4 @@ def top_ops(directory: str, *, steps: int, top: int = 15) -> list[dict]:
   total = sum(time_us.values()) or 1.0
   return [{"op": op, "ms_per_step": round(us / 1e3 / steps, 3), "share": round(us / total, 4),
            "calls": calls[op], "kernel": kernel[op]} for op, us in time_us.most_common(top)]
+
