@@ -67,14 +67,17 @@ def table(columns, rows) -> str:
   return "\n".join([row(columns), "|---" * len(columns) + "|", *map(row, rows)])
 
 
-def per_row(*columns, rows=lambda data: data):
+def per_row(*columns, rows=lambda data: data, optional=()):
   """A table of one row per item of `rows(data)`, declared as its columns: (header, cell), the
   cell a format string over the item's keys ("{config}", "{mesh[0]}×{mesh[1]}") or a function
-  of the item."""
+  of the item. A column whose header is in `optional` is left out where every cell of it is
+  "—" (what reports made before it existed lack)."""
   def render(data) -> str:
-    return table([header for header, _ in columns],
-                  ([cell(r) if callable(cell) else cell.format_map(r) for _, cell in columns]
-                   for r in rows(data)))
+    cells = [[cell(r) if callable(cell) else cell.format_map(r) for _, cell in columns]
+             for r in rows(data)]
+    kept = [i for i, (header, _) in enumerate(columns)
+            if header not in optional or any(row[i] != "—" for row in cells)]
+    return table([columns[i][0] for i in kept], ([row[i] for i in kept] for row in cells))
   return render
 
 

@@ -10,10 +10,11 @@ import tempfile
 from absl.testing import absltest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-# The trainer and the notebook run main.py and the notebook, which main_test and notebook_test
-# run already; the dry suite is tests/conventions_test.py alone.
+# The notebook runs the notebook, which notebook_test runs already (the trainer runs main.py too,
+# but what it reads of the run — the median window, the traced steps — only here); the dry suite
+# is tests/conventions_test.py alone.
 SECTIONS = ("environment", "single_device", "pytorch", "profile", "tuning", "mock_multi_gpu",
-            "suite")
+            "trainer", "suite")
 
 
 class DryRunTest(absltest.TestCase):
@@ -49,11 +50,19 @@ class DryRunTest(absltest.TestCase):
                            delta=2e-3 * row["images_per_sec"])
     self.assertGreater(row["program_gib"], 0)
     self.assertBetween(row["mfu"], 0.0, 1.0)
+    # The same of steps dispatched back to back; MFU in proportion to images/s (the rounding).
+    self.assertAlmostEqual(row["images_per_sec_pipelined"], 8 / (row["step_ms_pipelined"] / 1e3),
+                           delta=2e-3 * row["images_per_sec_pipelined"])
+    self.assertAlmostEqual(row["mfu_pipelined"] / row["mfu"],
+                           row["images_per_sec_pipelined"] / row["images_per_sec"], delta=0.01)
 
   def test_profile_and_tuning(self):
-    ops = self.section("profile")["top_ops"]
+    profile = self.section("profile")
+    ops = profile["top_ops"]
     self.assertNotEmpty(ops)
     self.assertLessEqual(sum(op["share"] for op in ops), 1.0 + 1e-6)
+    self.assertLen(profile["timeline"]["longest_gaps_ms"], profile["steps"] - 1)
+    self.assertBetween(profile["timeline"]["busy_share"], 0.0, 1.0)
     tuning = self.section("tuning")
     self.assertEqual(tuning[0]["vs_baseline"], 1.0)
     # The dry run's one variant changes a config field, the compiler options and the PRNG.
@@ -71,6 +80,19 @@ class DryRunTest(absltest.TestCase):
     self.assertGreaterEqual(row["model_step_ms"], row["model_compute_ms"])
     self.assertGreater(row["model_compute_ms"], 0)
     self.assertEqual(row["model_calibrated_from"], "H200 alexnet bfloat16: batches 128 and 512")
+
+  def test_the_trainer_is_set_against_the_step_with_its_traced_steps(self):
+    (row,) = self.section("trainer")
+    self.assertEqual((row["model"], row["batch"], row["steps"]), ("alexnet_owt_tiny", 16, 4))
+    self.assertAlmostEqual(row["trainer_vs_step"],
+                           row["trainer_images_per_sec"] / row["step_images_per_sec"], places=3)
+    self.assertAlmostEqual(
+        row["trainer_vs_pipelined_step"],
+        row["trainer_images_per_sec"] / row["step_images_per_sec_pipelined"], places=3)
+    traced = row["traced"]
+    self.assertEqual((traced["steps"], len(traced["longest_gaps_ms"])), (2, 1))
+    self.assertBetween(traced["busy_share"], 0.0, 1.0)
+    self.assertTrue(os.path.exists(os.path.join(self.out, "trainer_16.trace.json.gz")))
 
   def test_pytorch_is_compared_or_its_absence_said(self):
     result = self.section("pytorch")

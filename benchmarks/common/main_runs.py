@@ -58,9 +58,13 @@ def against_step(run: dict, step: dict) -> dict:
   """A run of main.py (`run_config`) against the bare step of the same config (step_timing's
   `step`), as the trainer rows of the GPU and input pipeline pages show them."""
   rate = run["train_images_per_sec_median"]
-  return {"trainer_images_per_sec": rate, "step_images_per_sec": step["images_per_sec"],
-          "trainer_vs_step": round(rate / step["images_per_sec"], 3), "steps": run["steps"],
-          "wall_clock_s": run["wall_clock_s"]}
+  row = {"trainer_images_per_sec": rate, "step_images_per_sec": step["images_per_sec"],
+         "trainer_vs_step": round(rate / step["images_per_sec"], 3), "steps": run["steps"],
+         "wall_clock_s": run["wall_clock_s"]}
+  if "images_per_sec_pipelined" in step:  # steps dispatched back to back (step_timing).
+    row.update(step_images_per_sec_pipelined=step["images_per_sec_pipelined"],
+               trainer_vs_pipelined_step=round(rate / step["images_per_sec_pipelined"], 3))
+  return row
 
 
 def metrics_rows(workdir: str) -> list[dict]:

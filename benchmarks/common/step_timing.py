@@ -61,7 +61,8 @@ def compile_step(config, num_classes: int, *, compiler_options: dict | None = No
   `compiler_options` are added to the step's own (compiler_options.py) for this compile.
 
   Returns (step, compile_s, compiled, plan, devices): each `step()` runs one training step on the
-  same synthetic batch and waits for it; the state is carried from call to call.
+  same synthetic batch and waits for it (`step(wait=False)` only dispatches it); the state is
+  carried from call to call.
   """
   batch = config.global_batch_size
   start = time.perf_counter()
@@ -81,11 +82,12 @@ def compile_step(config, num_classes: int, *, compiler_options: dict | None = No
   images, labels = input_pipeline.to_global(sharding, images, labels, global_batch=batch)
   state = scheme.init()
 
-  def step():
+  def step(*, wait: bool = True):
     nonlocal state
     with jax.set_mesh(mesh):
       state, metrics = compiled(state, images, labels)
-      jax.block_until_ready(metrics)
+      if wait:
+        jax.block_until_ready(metrics)
 
   return step, compile_s, compiled, plan, devices
 
@@ -100,6 +102,21 @@ def time_steps(step, steps: int) -> list[float]:
   return times
 
 
+def pipelined_seconds(step, steps: int, *, repeats: int = 3) -> float:
+  """Seconds per step of `steps` steps of `compile_step`'s `step` dispatched back to back and
+  waited for once, the median of `repeats` such runs: what a training loop that keeps steps in
+  flight can reach. (Each of time_steps' steps also holds a round trip between the host and the
+  device: on an H200 about 1 ms of 6.7 while tracing, docs/gpu.md.)"""
+  def run():
+    start = time.perf_counter()
+    for _ in range(steps - 1):
+      step(wait=False)
+    step()  # each step takes the state of the one before: the last done, all are.
+    return (time.perf_counter() - start) / steps
+
+  return float(np.median([run() for _ in range(repeats)]))
+
+
 def median_ms(run, repeats: int) -> float:
   """Median milliseconds of `repeats` calls of `run` (which waits for its result), after one
   untimed call (the compile)."""
@@ -108,10 +125,11 @@ def median_ms(run, repeats: int) -> float:
 
 
 def measure(config, *, num_classes: int, steps: int, warmup: int,
-            compiler_options: dict | None = None) -> dict:
+            compiler_options: dict | None = None, pipelined: bool = False) -> dict:
   """The harness every step-timing benchmark shares: compiles the config's train step on
   synthetic data, times `steps` calls after `warmup`, and reports images/s of the median step,
-  compile seconds, the program's memory (XLA's analysis), the device's peak so far and MFU."""
+  compile seconds, the program's memory (XLA's analysis), the device's peak so far and MFU;
+  `pipelined` adds the same of `pipelined_seconds` (`*_pipelined`)."""
   step, compile_s, compiled, _, devices = compile_step(config, num_classes,
                                                        compiler_options=compiler_options)
   time_steps(step, warmup)
@@ -123,13 +141,20 @@ def measure(config, *, num_classes: int, steps: int, warmup: int,
                                  this_cpu_flops() if devices[0].platform == "cpu" else None)
   memory = compiled.memory_analysis()
   stats = devices[0].memory_stats() or {}
-  return {"model": config.model, "dtype": config.dtype, "batch": batch,
-          "images_per_sec": round(batch / seconds, 1), "step_ms": round(1e3 * seconds, 2),
-          "compile_s": round(compile_s, 1),
-          "program_gib": round((memory.temp_size_in_bytes + memory.argument_size_in_bytes +
-                                memory.output_size_in_bytes - memory.alias_size_in_bytes)
-                               / 2**30, 3) if memory else None,
-          "device_peak_gib": (round(stats["peak_bytes_in_use"] / 2**30, 3)
-                              if "peak_bytes_in_use" in stats else None),
-          "mfu": round(flops * batch / seconds / peak_flops, 4) if peak_flops else None,
-          "peak_flops": peak_flops, "peak_source": peak_source, "flops_per_image": flops}
+  row = {"model": config.model, "dtype": config.dtype, "batch": batch,
+         "images_per_sec": round(batch / seconds, 1), "step_ms": round(1e3 * seconds, 2),
+         "compile_s": round(compile_s, 1),
+         "program_gib": round((memory.temp_size_in_bytes + memory.argument_size_in_bytes +
+                               memory.output_size_in_bytes - memory.alias_size_in_bytes)
+                              / 2**30, 3) if memory else None,
+         "device_peak_gib": (round(stats["peak_bytes_in_use"] / 2**30, 3)
+                             if "peak_bytes_in_use" in stats else None),
+         "mfu": round(flops * batch / seconds / peak_flops, 4) if peak_flops else None,
+         "peak_flops": peak_flops, "peak_source": peak_source, "flops_per_image": flops}
+  if pipelined:
+    seconds = pipelined_seconds(step, steps)
+    row.update(step_ms_pipelined=round(1e3 * seconds, 2),
+               images_per_sec_pipelined=round(batch / seconds, 1),
+               mfu_pipelined=round(flops * batch / seconds / peak_flops, 4) if peak_flops
+               else None)
+  return row

@@ -16,13 +16,15 @@ it goes. Sections, in order of importance; each records its seconds and, if it f
   single_device   the real train step (experiment.build, as train.py) of `alexnet` and
                   `alexnet_owt` at 224², 1000 classes, synthetic data, float32 and bfloat16,
                   batch 128 / 256 / 512: images/s from the median step, compile seconds, the
-                  program's memory (XLA's memory analysis) and the device's peak so far, MFU.
+                  program's memory (XLA's memory analysis) and the device's peak so far, MFU;
+                  and the same with the steps dispatched back to back (`*_pipelined`: each
+                  timed step waits for its result, and so also holds a host round trip).
   pytorch         torchvision's AlexNet (= alexnet_owt) in PyTorch on the same device, in a
                   worker process: eager float32, eager channels_last, bfloat16 autocast +
                   channels_last, and the same under torch.compile; the same batches and
                   optimiser (SGD, momentum 0.9, weight decay 5e-4). Ours ÷ the best variant.
   profile         a jax.profiler trace of bfloat16 alexnet_owt at batch 512: the top operations
-                  by device time (benchmarks/speed/trace_stats.py).
+                  by device time, and when the device waited (benchmarks/speed/trace_stats.py).
   tuning          the same step changed one thing at a time, each against the baseline in the
                   same run (timed again last, for the spread): the other max-pool and stem-conv
                   implementations (layers.MAX_POOLS, layers.STEM_CONVS), no dropout and another
@@ -33,8 +35,9 @@ it goes. Sections, in order of importance; each records its seconds and, if it f
                   each in its own process: step time as one device sees it, bytes per device,
                   whether the gradient all-reduces overlap compute
                   (analysis/hlo_stats.async_collectives), and what the time model predicted.
-  trainer         `python main.py` with configs/owt8.py's settings on synthetic 224² data in
-                  bfloat16 for 300 steps (on the devices there are: one GPU runs owt on 1×1).
+  trainer         `python main.py` on synthetic 224² data in bfloat16 for 300 steps, the
+                  `single` scheme at batch 256 and 512, against the bare step (waited for and
+                  pipelined); 20 of its steps traced: the device's busy share and longest gaps.
   notebook        notebooks/colab.ipynb executed (needs nbclient and ipykernel): the platform
                   it chose, its config and the training cell's images/s.
   suite           the test suite under this machine's JAX on CPU devices (tests/__init__.py),
@@ -129,6 +132,7 @@ class Sizes:
   mock_runs: dict  # name -> (model, parallelism, data, model ways, global batch, overrides)
   trainer_batches: tuple[int, ...]  # main.py against the bare step at each (the issue's goal).
   trainer_args: tuple[str, ...]  # main.py's other overrides.
+  trainer_profile_steps: int  # main.py's steps traced (after its first), for when the GPU waited.
 
   @property
   def goal(self) -> tuple[str, str, int]:
@@ -149,7 +153,8 @@ PAPER = Sizes(
     trainer_args=("--config.image_size=224",
                   "--config.synthetic_examples=2048", "--config.num_train_steps=300",
                   "--config.log_every_steps=50", "--config.eval_every_steps=300",
-                  "--config.checkpoint_every_steps=150"))
+                  "--config.checkpoint_every_steps=150"),
+    trainer_profile_steps=20)
 DRY = Sizes(
     image_size=64, classes=10, models=("alexnet_owt_tiny",), dtypes=("bfloat16",),
     batches=(8,), steps=2, warmup=1,
@@ -157,7 +162,8 @@ DRY = Sizes(
     trainer_batches=(16,),
     trainer_args=("--config.image_size=64", "--config.synthetic_examples=64",
                   "--config.num_train_steps=4", "--config.log_every_steps=2",
-                  "--config.eval_every_steps=4", "--config.checkpoint_every_steps=2"))
+                  "--config.eval_every_steps=4", "--config.checkpoint_every_steps=2"),
+    trainer_profile_steps=2)
 
 # Compiler options to try against XLA's defaults on each platform (tuning); each is one
 # hypothesis about what the profile may show.
@@ -180,9 +186,10 @@ def _median(times) -> float:
 
 
 def measure_step(config, sizes: Sizes, *, compiler_options=None) -> dict:
-  """step_timing.measure at this run's sizes."""
+  """step_timing.measure at this run's sizes, each step waited for and pipelined."""
   return step_timing.measure(config, num_classes=sizes.classes, steps=sizes.steps,
-                             warmup=sizes.warmup, compiler_options=compiler_options)
+                             warmup=sizes.warmup, compiler_options=compiler_options,
+                             pipelined=True)
 
 
 def environment() -> dict:
@@ -324,12 +331,13 @@ def profile(sizes: Sizes) -> dict:
     jax.profiler.stop_trace()
     ops = trace_stats.top_ops(directory, steps=steps)
     device_ms = trace_stats.device_ms_per_step(directory, steps=steps)
+    timeline = trace_stats.device_timeline(directory, steps=steps)
     # The trace itself, for reading in TensorBoard / Perfetto after the machine is gone.
     shutil.copy(trace_stats.newest_trace(directory), os.path.join(_OUT.value,
                                                                  "profile.trace.json.gz"))
   return {"model": model, "dtype": dtype, "batch": batch, "steps": steps,
           "step_ms_while_tracing": round(1e3 * _median(times), 2),
-          "device_ms_per_step": device_ms, "top_ops": ops}
+          "device_ms_per_step": device_ms, "timeline": timeline, "top_ops": ops}
 
 
 def tuning(sizes: Sizes) -> list[dict]:
@@ -479,7 +487,9 @@ def mock_multi_gpu(sizes: Sizes, *, deadline: float) -> list[dict]:
 def trainer(sizes: Sizes, *, timeout_s: float) -> list[dict]:
   """`python main.py` (common/main_runs.py, as every benchmark that trains) against the bare
   step at the same settings, in the same call: the 1×1 `single` scheme with the goal's model in
-  bfloat16 on synthetic data, at each of `sizes.trainer_batches`."""
+  bfloat16 on synthetic data, at each of `sizes.trainer_batches`. main.py traces a few steps
+  after its first (inside the first log window, which the median leaves out): when the device
+  worked and waited (trace_stats.device_timeline; the trace is copied to --out)."""
   model = sizes.goal[0]
   deadline = time.perf_counter() + timeout_s
   rows = []
@@ -487,13 +497,18 @@ def trainer(sizes: Sizes, *, timeout_s: float) -> list[dict]:
     for batch in sizes.trainer_batches:
       overrides = (f"--config.model={model}", "--config.dtype=bfloat16",
                    "--config.dataset=synthetic", f"--config.global_batch_size={batch}",
-                   *sizes.trainer_args)
+                   f"--config.profile_steps={sizes.trainer_profile_steps}", *sizes.trainer_args)
       run = main_runs.run_config("single", workdirs, overrides=overrides,
                                  run_name=f"single_{batch}",
                                  timeout_s=max(deadline - time.perf_counter(), 30.0))
       step = measure_step(_config(model, "bfloat16", batch, sizes), sizes)
+      profile = os.path.join(workdirs, f"single_{batch}", "profile")
+      shutil.copy(trace_stats.newest_trace(profile),
+                  os.path.join(_OUT.value, f"trainer_{batch}.trace.json.gz"))
       rows.append({"model": model, "dtype": "bfloat16", "batch": batch,
                    **main_runs.against_step(run, step),
+                   "traced": {"steps": sizes.trainer_profile_steps, **trace_stats.device_timeline(
+                       profile, steps=sizes.trainer_profile_steps)},
                    "final_train_loss": run["final_train_loss"], "eval_loss": run["eval_loss"],
                    "overrides": run["overrides"]})
       print(json.dumps(rows[-1]), flush=True)

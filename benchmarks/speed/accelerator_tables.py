@@ -17,6 +17,10 @@ def _section(name: str, *keys: str):
   return rows
 
 
+def _percent_or_dash(x) -> str:
+  return "—" if x is None else f"{100 * x:.1f}%"
+
+
 # benchmarks/speed/accelerator.py: our train step on one device.
 single_device = per_row(
     ("model", "{model}"), ("dtype", "{dtype}"), ("batch", "{batch}"),
@@ -24,8 +28,11 @@ single_device = per_row(
     ("program GiB", "{program_gib}"),
     ("process's peak GiB so far", lambda r: "—" if r["device_peak_gib"] is None
      else r["device_peak_gib"]),
-    ("MFU", lambda r: "—" if r["mfu"] is None else f"{100 * r['mfu']:.1f}%"),
-    rows=_section("single_device"))
+    ("MFU", lambda r: _percent_or_dash(r["mfu"])),
+    # Steps dispatched back to back (reports before 2026-11-26 timed each step waited for only).
+    ("pipelined: images/s (MFU)", lambda r: "—" if "images_per_sec_pipelined" not in r else
+     f"{r['images_per_sec_pipelined']} ({_percent_or_dash(r['mfu_pipelined'])})"),
+    rows=_section("single_device"), optional=("pipelined: images/s (MFU)",))
 
 _pytorch_variants = per_row(
     ("PyTorch variant", "{variant}"), ("batch", "{batch}"), ("images/s", "{images_per_sec}"),
@@ -158,12 +165,24 @@ def environment(report) -> str:
   return table(["", ""], rows)
 
 
+def _traced(r) -> str:
+  """When the GPU worked during main.py's traced steps (reports before 2026-11-26 traced none)."""
+  if "traced" not in r:
+    return "—"
+  t = r["traced"]
+  return (f"{_percent_or_dash(t['busy_share'])} of {t['steps']} steps "
+          f"({', '.join(map(str, t['longest_gaps_ms']))})")
+
+
 # benchmarks/speed/accelerator.py: main.py against the bare step at the same settings.
 trainer = per_row(
     ("model", "{model}"), ("dtype", "{dtype}"), ("batch", "{batch}"),
     ("main.py images/s (median)", "{trainer_images_per_sec}"),
     ("bare step images/s", "{step_images_per_sec}"), ("main.py ÷ step", "{trainer_vs_step}"),
-    ("steps", "{steps}"), ("wall-clock s", "{wall_clock_s}"), rows=_section("trainer"))
+    ("main.py ÷ pipelined step", lambda r: r.get("trainer_vs_pipelined_step", "—")),
+    ("device busy while traced (longest gaps ms)", _traced),
+    ("steps", "{steps}"), ("wall-clock s", "{wall_clock_s}"), rows=_section("trainer"),
+    optional=("main.py ÷ pipelined step", "device busy while traced (longest gaps ms)"))
 
 
 def _tpu_row(r) -> list:
