@@ -94,6 +94,18 @@ def spread(key: str) -> Callable[[dict], str]:
   return lambda r: "{median} ({p10}–{p90})".format_map(r[key])
 
 
+def _traced(r) -> str:
+  t = r["traced"]
+  return (f"{100 * t['busy_share']:.0f}% of {t['steps']} steps "
+          f"({', '.join(map(str, t['longest_gaps_ms']))})")
+
+
+# The column of a main.py run's traced steps (main_runs.run_config's `traced`), "—" where the run
+# traced none (rows made before 2026-11-26).
+TRACED = ("device busy while traced (longest gaps ms)",
+          lambda r: _traced(r) if "traced" in r else "—")
+
+
 # --- Results over seeds ------------------------------------------------------------------------
 
 DIGITS_TEST_IMAGES = 360  # digits' test split: an accuracy p has sampling error √(p(1−p)/360).

@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 from absl.testing import absltest
 
-from benchmarks.speed import trace_stats
+from benchmarks.common import trace_stats
 
 DOCS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs")
 

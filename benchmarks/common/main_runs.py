@@ -1,8 +1,8 @@
 """Training runs of main.py from scratch, as a user starts them, for the benchmarks that train.
 
 run_config(NAME, WORKDIRS) runs `python main.py --config=configs/NAME.py` (plus `--config.`
-overrides) in its own process and returns its wall-clock and final metrics; metrics_rows reads a
-run's metrics.jsonl back.
+overrides) in its own process and returns its wall-clock and final metrics (and, asked, when the
+device worked and waited in a few traced steps); metrics_rows reads a run's metrics.jsonl back.
 """
 
 import json
@@ -15,6 +15,7 @@ import time
 
 import benchmarks
 import configs
+from benchmarks.common import trace_stats
 
 ROOT = benchmarks.ROOT
 
@@ -25,10 +26,16 @@ class RunFailed(SystemExit):
 
 
 def run_config(name: str, workdirs: str, *, overrides: tuple[str, ...] = (),
-               run_name: str | None = None, timeout_s: float | None = None) -> dict:
+               run_name: str | None = None, timeout_s: float | None = None,
+               profile_steps: int = 0, trace_to: str | None = None) -> dict:
   """Trains configs/NAME.py (with `--config.` overrides) by main.py from scratch in
-  workdirs/RUN_NAME; its wall-clock and final metrics."""
+  workdirs/RUN_NAME; its wall-clock and final metrics. With `profile_steps`, main.py traces
+  that many steps after its first (`config.profile_steps`: in the first log window, which the
+  median rate leaves out) and the result's `traced` says when the device worked and waited in
+  them (trace_stats.device_timeline); `trace_to` keeps the trace."""
   workdir = os.path.join(workdirs, run_name or name)
+  if profile_steps:
+    overrides = (*overrides, f"--config.profile_steps={profile_steps}")
   shutil.rmtree(workdir, ignore_errors=True)  # a workdir with checkpoints would resume.
   start = time.perf_counter()
   result = subprocess.run([sys.executable, os.path.join(ROOT, "main.py"),
@@ -43,6 +50,13 @@ def run_config(name: str, workdirs: str, *, overrides: tuple[str, ...] = (),
   train_rows = [r for r in rows if "train_loss" in r]
   rates = [r["images_per_sec"] for r in train_rows][1:]  # the first window holds the compile.
   config = configs.get(name)
+  traced = {}
+  if profile_steps:
+    profile = os.path.join(workdir, "profile")
+    traced = {"traced": {"steps": profile_steps,
+                         **trace_stats.device_timeline(profile, steps=profile_steps)}}
+    if trace_to:
+      shutil.copy(trace_stats.newest_trace(profile), trace_to)
   return {"config": name, "mesh": f"{config.mesh.data}×{config.mesh.model}",
           "scheme": config.parallelism, "model": config.model,
           "global_batch": config.global_batch_size, "overrides": list(overrides),
@@ -51,7 +65,8 @@ def run_config(name: str, workdirs: str, *, overrides: tuple[str, ...] = (),
           "eval_top5": round(last_eval["eval_top5"], 4),
           "eval_loss": round(last_eval["eval_loss"], 4),
           "final_train_loss": round(train_rows[-1]["train_loss"], 4),
-          "train_images_per_sec_median": round(statistics.median(rates), 1) if rates else None}
+          "train_images_per_sec_median": round(statistics.median(rates), 1) if rates else None,
+          **traced}
 
 
 def against_step(run: dict, step: dict) -> dict:
@@ -61,6 +76,8 @@ def against_step(run: dict, step: dict) -> dict:
   row = {"trainer_images_per_sec": rate, "step_images_per_sec": step["images_per_sec"],
          "trainer_vs_step": round(rate / step["images_per_sec"], 3), "steps": run["steps"],
          "wall_clock_s": run["wall_clock_s"]}
+  if "traced" in run:  # when main.py's device worked and waited (run_config's profile_steps).
+    row["traced"] = run["traced"]
   if "images_per_sec_pipelined" in step:  # steps dispatched back to back (step_timing).
     row.update(step_images_per_sec_pipelined=step["images_per_sec_pipelined"],
                trainer_vs_pipelined_step=round(rate / step["images_per_sec_pipelined"], 3))

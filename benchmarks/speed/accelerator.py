@@ -24,7 +24,7 @@ it goes. Sections, in order of importance; each records its seconds and, if it f
                   channels_last, and the same under torch.compile; the same batches and
                   optimiser (SGD, momentum 0.9, weight decay 5e-4). Ours ÷ the best variant.
   profile         a jax.profiler trace of bfloat16 alexnet_owt at batch 512: the top operations
-                  by device time, and when the device waited (benchmarks/speed/trace_stats.py).
+                  by device time, and when the device waited (benchmarks/common/trace_stats.py).
   tuning          the same step changed one thing at a time, each against the baseline in the
                   same run (timed again last, for the spread): the other max-pool and stem-conv
                   implementations (layers.MAX_POOLS, layers.STEM_CONVS), no dropout and another
@@ -85,8 +85,8 @@ from absl import app, flags
 
 import benchmarks
 import experiment
-from benchmarks.common import main_runs, step_timing, torch_alexnet
-from benchmarks.speed import accelerator_tables, gpu_topologies, trace_stats
+from benchmarks.common import main_runs, step_timing, torch_alexnet, trace_stats
+from benchmarks.speed import accelerator_tables, gpu_topologies
 from configs import default
 from hybrid_parallel import layers, models, partitioning, platforms
 from hybrid_parallel.analysis import costmodel, hardware, hlo_stats
@@ -497,18 +497,15 @@ def trainer(sizes: Sizes, *, timeout_s: float) -> list[dict]:
     for batch in sizes.trainer_batches:
       overrides = (f"--config.model={model}", "--config.dtype=bfloat16",
                    "--config.dataset=synthetic", f"--config.global_batch_size={batch}",
-                   f"--config.profile_steps={sizes.trainer_profile_steps}", *sizes.trainer_args)
-      run = main_runs.run_config("single", workdirs, overrides=overrides,
-                                 run_name=f"single_{batch}",
-                                 timeout_s=max(deadline - time.perf_counter(), 30.0))
+                   *sizes.trainer_args)
+      run = main_runs.run_config(
+          "single", workdirs, overrides=overrides, run_name=f"single_{batch}",
+          timeout_s=max(deadline - time.perf_counter(), 30.0),
+          profile_steps=sizes.trainer_profile_steps,
+          trace_to=os.path.join(_OUT.value, f"trainer_{batch}.trace.json.gz"))
       step = measure_step(_config(model, "bfloat16", batch, sizes), sizes)
-      profile = os.path.join(workdirs, f"single_{batch}", "profile")
-      shutil.copy(trace_stats.newest_trace(profile),
-                  os.path.join(_OUT.value, f"trainer_{batch}.trace.json.gz"))
       rows.append({"model": model, "dtype": "bfloat16", "batch": batch,
                    **main_runs.against_step(run, step),
-                   "traced": {"steps": sizes.trainer_profile_steps, **trace_stats.device_timeline(
-                       profile, steps=sizes.trainer_profile_steps)},
                    "final_train_loss": run["final_train_loss"], "eval_loss": run["eval_loss"],
                    "overrides": run["overrides"]})
       print(json.dumps(rows[-1]), flush=True)

@@ -4,7 +4,7 @@ JSON by benchmarks/docs.py."""
 
 import json
 
-from benchmarks import mb, per_row, percent, table
+from benchmarks import TRACED, mb, per_row, percent, table
 
 
 def _section(name: str, *keys: str):
@@ -165,24 +165,15 @@ def environment(report) -> str:
   return table(["", ""], rows)
 
 
-def _traced(r) -> str:
-  """When the GPU worked during main.py's traced steps (reports before 2026-11-26 traced none)."""
-  if "traced" not in r:
-    return "—"
-  t = r["traced"]
-  return (f"{_percent_or_dash(t['busy_share'])} of {t['steps']} steps "
-          f"({', '.join(map(str, t['longest_gaps_ms']))})")
-
-
 # benchmarks/speed/accelerator.py: main.py against the bare step at the same settings.
 trainer = per_row(
     ("model", "{model}"), ("dtype", "{dtype}"), ("batch", "{batch}"),
     ("main.py images/s (median)", "{trainer_images_per_sec}"),
     ("bare step images/s", "{step_images_per_sec}"), ("main.py ÷ step", "{trainer_vs_step}"),
     ("main.py ÷ pipelined step", lambda r: r.get("trainer_vs_pipelined_step", "—")),
-    ("device busy while traced (longest gaps ms)", _traced),
+    TRACED,
     ("steps", "{steps}"), ("wall-clock s", "{wall_clock_s}"), rows=_section("trainer"),
-    optional=("main.py ÷ pipelined step", "device busy while traced (longest gaps ms)"))
+    optional=("main.py ÷ pipelined step", TRACED[0]))
 
 
 def _tpu_row(r) -> list:

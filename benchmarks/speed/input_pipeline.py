@@ -261,7 +261,8 @@ def trainer_rows(out_root: str, *, batch: int, steps: int, dry_run: bool) -> lis
                  f"--config.checkpoint_every_steps={steps}", f"--config.eval_batch_size={batch}")
     with tempfile.TemporaryDirectory() as workdirs:
       run = main_runs.run_config("imagenet_single", workdirs, overrides=overrides,
-                                 run_name=f"imagenet_single_{image_format}_{workers}")
+                                 run_name=f"imagenet_single_{image_format}_{workers}",
+                                 profile_steps=min(20, steps // 2))
     rows.append({
         "model": model, "dtype": "bfloat16", "batch": batch, "image_size": image_size,
         "source": f"prepared {image_format}" + (" q90" if image_format == "jpeg" else ""),

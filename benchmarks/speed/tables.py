@@ -2,7 +2,7 @@
 docs/input_pipeline.md), from the JSON of benchmarks/speed/: throughput, pytorch_reference,
 layer_choices (max_pool, grouped_conv), input_pipeline. The accelerators': accelerator_tables.py."""
 
-from benchmarks import mb, per_row, spread, table
+from benchmarks import TRACED, mb, per_row, spread, table
 
 _MESH = ("mesh", "{mesh[0]}×{mesh[1]}")
 
@@ -83,7 +83,7 @@ input_pipeline_trainer = per_row(
     ("model", "{model}, {dtype}, {image_size}²"), ("batch", "{batch}"),
     ("main.py images/s (median)", "{trainer_images_per_sec:,.0f}"),
     ("bare step images/s", "{step_images_per_sec:,.0f}"), ("main.py ÷ step", "{trainer_vs_step}"),
-    rows=lambda result: result["trainer"])
+    TRACED, rows=lambda result: result["trainer"], optional=(TRACED[0],))
 
 
 def _gpu_host(render):
