@@ -72,13 +72,18 @@ def why_it_ended(stderr: str) -> str:
   return "\n".join(said[:10] + ["...", stderr[-2000:]])
 
 
-def wait_for(predicate, timeout_s=240, process=None):
-  """Waits until `predicate()`; fails at the timeout, or at once if `process` ends first."""
+def wait_for(predicate, timeout_s=240, processes=()):
+  """Waits until `predicate()`; fails at the timeout, or at once if one of `processes` ends
+  first, saying why each that ended did (a job's process may end because its peer did)."""
   deadline = time.monotonic() + timeout_s
   while not predicate():
-    if process is not None and process.poll() is not None:
-      error = why_it_ended(process.stderr.read()) if process.stderr else "(stderr in a file)"
-      raise AssertionError(f"main.py ended first (exit {process.returncode}):\n{error}")
+    ended = [(i, p) for i, p in enumerate(processes) if p.poll() is not None]
+    if ended:
+      raise AssertionError("\n".join(
+          f"main.py (process {i}) ended first (exit {p.returncode}):\n" +
+          (why_it_ended(p.stderr.read()) if p.stderr else "(stderr in a file)")
+          for i, p in ended) + "".join(f"\n(process {i} still running)"
+                                       for i, p in enumerate(processes) if p.poll() is None))
     if time.monotonic() > deadline:
       raise AssertionError("timed out")
     time.sleep(0.05)
@@ -196,7 +201,7 @@ class PreemptionTest(absltest.TestCase):
       self.addCleanup(lambda: [p.kill() for p in processes.values() if p.poll() is None])
       # Any checkpoint: at ~20 steps/s the one at step 5 may already be pruned (max_to_keep).
       for workdir, process in processes.items():
-        wait_for(lambda workdir=workdir: checkpoints(workdir), process=process)
+        wait_for(lambda workdir=workdir: checkpoints(workdir), processes=[process])
       processes[term].send_signal(signal.SIGTERM)
       processes[interrupt].send_signal(signal.SIGINT)
       # Ctrl-C twice: out at once, nothing saved. The second once the first has been taken (two
@@ -263,10 +268,10 @@ class MultiProcessTest(absltest.TestCase):
   @staticmethod
   def _wait_until_trained(workdir, processes):
     """Waits until the run in `workdir` has logged a step. A step timeout shorter than a step
-    under load ends the run before it logs (seen at 6 s): the wait then fails at once with process
-    0's stderr."""
+    under load ends the run before it logs (seen at 6 s): the wait then fails at once with the
+    stderr of each process that ended."""
     wait_for(lambda: os.path.exists(os.path.join(workdir, "metrics.jsonl")) and losses(workdir),
-             process=processes[0])
+             processes=processes)
 
   def _assert_two_processes_train_like_one(self, fields, *, then):
     """Runs main.py with the config `fields` in two processes and, meanwhile, the same config in
