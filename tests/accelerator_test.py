@@ -41,6 +41,16 @@ class DryRunTest(absltest.TestCase):
     for name in SECTIONS:
       self.section(name)
 
+  def test_the_machines_packages_are_recorded(self):
+    # A lent GPU runs the suite under its own packages, not the pins: its failures are read
+    # against these.
+    import importlib.metadata
+    import jax
+    packages = self.section("environment")["packages"]
+    self.assertEqual((packages["jax"], packages["flax"], packages["pytest"]),
+                     (jax.__version__, importlib.metadata.version("flax"),
+                      importlib.metadata.version("pytest")))
+
   def test_the_step_is_measured(self):
     (row,) = self.section("single_device")
     self.assertEqual((row["model"], row["dtype"], row["batch"]),

@@ -15,6 +15,8 @@ from packaging.markers import Marker
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
+from tests import testing
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NOT_SHIPPED = {"tests"}  # the suite runs from the checkout.
 
@@ -152,8 +154,7 @@ class WheelTest(absltest.TestCase):
             "experiment.resolve(config)\n"
             "digits = input_pipeline.load('digits', image_size=64)\n"  # package data.
             "print(train.__file__, len(digits.x_train), config.parallelism)\n")
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env["PYTHONPATH"] = site
+    env = {**os.environ, "PYTHONPATH": testing.pythonpath_with(site)}  # the wheel's modules first.
     result = subprocess.run([sys.executable, "-c", code], cwd=self.tmp.name, env=env,
                             capture_output=True, text=True, timeout=300)
     self.assertEqual(result.returncode, 0, result.stderr[-3000:])

@@ -2,6 +2,7 @@
 few-step training helper."""
 
 import importlib.util
+import os
 import unittest
 
 import jax
@@ -27,6 +28,13 @@ def skip_module_without_tensorflow(module: str) -> None:
   TensorFlow is missing; the module calls it with its __name__ before it imports TensorFlow."""
   if WITHOUT_TENSORFLOW:
     raise unittest.SkipTest(f"{module}: {WITHOUT_TENSORFLOW}")
+
+
+def pythonpath_with(first: str) -> str:
+  """A PYTHONPATH of `first`, then the one this process was given: a machine may keep packages
+  there (the lent GPU's are installed with `pip --target`), which a subprocess still needs."""
+  given = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+  return os.pathsep.join([first, *given])
 
 
 def tiny_config(**overrides):

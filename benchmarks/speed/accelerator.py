@@ -67,6 +67,7 @@ ipykernel for the notebook) needs them first: `pip download` their wheels elsewh
 import dataclasses
 import datetime
 import faulthandler
+import importlib.metadata
 import json
 import os
 import platform
@@ -205,6 +206,8 @@ def environment() -> dict:
     info["torch"] = torch.__version__
   except ImportError:
     info["torch"] = None
+  # What the suite runs against there: the machine's own packages, not the project's pins.
+  info["packages"] = installed_requirements()
   # The driver and the clocks the card was found at (read, never set).
   info["nvidia_smi"] = _command_output(
       ["nvidia-smi", "--query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,"
@@ -213,6 +216,22 @@ def environment() -> dict:
     info["target_config_check"] = target_config_check(
         device, accelerator_tables.nvidia_smi_card(info["nvidia_smi"]))
   return info
+
+
+def installed_requirements() -> dict[str, str | None]:
+  """The installed version of each package requirements.txt and requirements-test.txt name
+  (None where it is missing)."""
+  names = []
+  for file in ("requirements.txt", "requirements-test.txt"):
+    with open(os.path.join(ROOT, file)) as f:
+      names += [m[1] for m in map(re.compile(r"([A-Za-z0-9_.-]+)==").match, f) if m]
+  versions = {}
+  for name in dict.fromkeys(names):
+    try:
+      versions[name] = importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+      versions[name] = None
+  return versions
 
 
 def _command_output(command: list[str]) -> str | None:
