@@ -106,6 +106,20 @@ TRACED = ("device busy while traced (longest gaps ms)",
           lambda r: _traced(r) if "traced" in r else "—")
 
 
+# --- Flags -------------------------------------------------------------------------------------
+
+def define_choices(name: str, choices, help_text: str, *, default=None,
+                   flag_values=flags.FLAGS):
+  """A comma-separated list flag whose items are among `choices` (all of them by default): an
+  unknown item or an empty list is refused while the flags are parsed, naming the choices."""
+  choices = tuple(choices)
+  holder = flags.DEFINE_list(name, list(default or choices), help_text, flag_values=flag_values)
+  flags.register_validator(name, lambda chosen: bool(chosen) and set(chosen) <= set(choices),
+                           message=f"--{name}: choose one or more of {', '.join(choices)}.",
+                           flag_values=flag_values)
+  return holder
+
+
 # --- Results over seeds ------------------------------------------------------------------------
 
 DIGITS_TEST_IMAGES = 360  # digits' test split: an accuracy p has sampling error √(p(1−p)/360).

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import tempfile
 
+from absl import flags
 from absl.testing import absltest
 
 import benchmarks
@@ -212,6 +213,49 @@ class BenchmarksTest(absltest.TestCase):
               importers[imported[11:]].add(path)
     hubs = {name: len(paths) for name, paths in importers.items() if len(paths) > 5}
     self.assertEqual(hubs, {})
+
+  def test_a_list_of_choices_refuses_an_unknown_item_or_none_while_parsing(self):
+    def parse(*argv, default=None):
+      flag_values = flags.FlagValues()
+      chosen = benchmarks.define_choices("parts", ("cause", "paine"), "Parts.", default=default,
+                                         flag_values=flag_values)
+      flag_values(["study", *argv])
+      return chosen.value
+    self.assertEqual(parse(), ["cause", "paine"])
+    self.assertEqual(parse(default=("paine",)), ["paine"])
+    self.assertEqual(parse("--parts=paine,cause"), ["paine", "cause"])
+    for bad in ("--parts=paine,su", "--parts="):
+      with self.assertRaisesRegex(flags.IllegalFlagValueError,
+                                  r"--parts: choose one or more of cause, paine\.$"):
+        parse(bad)
+    # A study refuses it as one line before any work: nothing written.
+    with tempfile.TemporaryDirectory() as out:
+      result = subprocess.run(
+          [sys.executable, "-m", "benchmarks.papers.asynchronous", f"--out={out}",
+           "--parts=paine,su,nope"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+      self.assertEqual(result.returncode, 1, result.stderr[-2000:])
+      self.assertIn("--parts: choose one or more of cause, paine, su.", result.stderr)
+      self.assertEqual(os.listdir(out), [])
+
+  def test_asynchronous_keeps_every_seed_it_has_and_drops_settings_no_longer_made(self):
+    # Seeds 2, 0, 1 of a setting already there and --seeds=1 asked: all three kept, in seed
+    # order, none trained (a trained row would lack "kept"); a setting its part no longer makes
+    # is dropped. In a process of its own: the study defines flags.
+    code = (
+        "import dataclasses, json\n"
+        "from benchmarks.papers import asynchronous as a\n"
+        "setting = a.cause_settings()[0]\n"
+        "row = lambda seed: {**dataclasses.asdict(setting), 'seed': seed, 'kept': True}\n"
+        "gone = {**row(3), 'label': 'a setting no longer made'}\n"
+        "rows = a.run_part([setting], seeds=[1], all_machines=a.machines(),\n"
+        "                  done=[row(2), row(0), gone, row(1)])\n"
+        "print(json.dumps([[r['seed'], r.get('kept'), r['label']] for r in rows]))\n")
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                            text=True, timeout=300)
+    self.assertEqual(result.returncode, 0, result.stderr[-2000:])
+    label = "data (synchronous)"
+    self.assertEqual(json.loads(result.stdout.splitlines()[-1]),
+                     [[0, True, label], [1, True, label], [2, True, label]])
 
   def test_every_main_command_in_the_docs_describes_a_run(self):
     # --dry_run checks every flag and config field and resolves the run, touching nothing.

@@ -15,6 +15,7 @@ from hybrid_parallel.errors import UserError
 # Table 1's rows, Krizhevsky's FC passes (owt8:b, owt8:c), model averaging and the large-batch
 # base: each compiled at the papers' sizes.
 CONFIGS = (*configs.TABLE1, "owt8:b", "owt8:c", "averaging4", "large_batch")
+CONFIGS_HELP = "Configs (NAME, or owt8:b / owt8:c for Krizhevsky's FC passes)."
 IMAGE_SIZE, NUM_CLASSES = 224, 1000
 
 

@@ -1,14 +1,15 @@
 r"""The asynchronous half of the papers on digits: Paine et al.'s GPU A-SGD and Su, Chen & Morgan's
 model averaging — what each found, in accuracy and in time.
 
-  python -m benchmarks.papers.asynchronous [--parts=cause,paine,su] [--seeds=3] [--out=docs]
+  python -m benchmarks.papers.asynchronous [--parts=cause,paine,su] [--seeds=0,1,2] [--out=docs]
 
 Every run trains `alexnet_tiny` on digits at 64² in this process (train.train_config), 16 images
 per client (replica) per step, test top-1 every 45 steps (half a client's epoch) and the
 training error (1 − training accuracy, Paine's curves) every 11. A client's epoch is
 1,437 / 16 ≈ 90 of its steps, so n_sync = 1, 2, 4, 8 is 1.1, 2.2, 4.5, 8.9% of an epoch: Paine's
 n_sync of 100–900 at 10,009 steps per ImageNet epoch is 1–9%, the same range. Each setting runs
---seeds times (the seed changes the initialisation, the data order and dropout).
+on each of --seeds (as large_batch's and owt_variants': the seed changes the initialisation, the
+data order and dropout).
 
   cause   Why A-SGD at n_sync = 4 collapses on digits (4 clients, 16 epochs): from the collapsing
           setting (staggered, momentum 0.9, each client at the synchronous rate ÷ 4, so that the
@@ -29,7 +30,8 @@ K20X nodes of Blue Waters for A-SGD and its synchronous reference; Krizhevsky's 
 for averaging) and on one 8-GPU H100 node (analysis/costmodel.py) — the time axis of the curves.
 Writes asynchronous.json ({"runs": [...], "findings": [...], "machines": {...}}) and
 asynchronous.png to --out, after every part; a run whose setting and seed are already there is
-kept, not trained again (a stopped study resumes; a part's new settings train alone).
+kept, not trained again, whether or not --seeds names its seed (a stopped study resumes; more
+seeds add to those there; a part's new settings train alone).
 docs/asynchronous.md renders its tables. About 15–40 s a run on a 2-core CPU (4–8 clients).
 """
 
@@ -50,12 +52,9 @@ from hybrid_parallel import models, partitioning, platforms
 from hybrid_parallel.analysis import costmodel, hardware
 
 PARTS = ("cause", "paine", "su")
-_PARTS = flags.DEFINE_list("parts", list(PARTS), "Which parts (module docstring).")
-_SEEDS = flags.DEFINE_integer("seeds", 3, "Seeds per setting.")
+_PARTS = benchmarks.define_choices("parts", PARTS, "Which parts (module docstring).")
+_SEEDS = benchmarks.define_seeds_flag()
 _OUT = flags.DEFINE_string("out", benchmarks.DOCS, "Output directory.")
-flags.register_validator("parts", lambda parts: set(parts) <= set(PARTS),
-                         message=f"--parts: choose from {', '.join(PARTS)}.")
-flags.register_validator("seeds", lambda n: n >= 1, message="--seeds must be at least 1.")
 
 TRAIN_IMAGES = 1437  # digits' training split.
 PER_CLIENT = 16
@@ -219,18 +218,19 @@ def hardware_for(setting: Setting, all_machines: dict) -> dict:
   return {"paper_hardware": all_machines[paper], "h100_node": all_machines["h100"]}
 
 
-def run_part(settings: list[Setting], *, seeds: int, all_machines: dict,
+def run_part(settings: list[Setting], *, seeds: list[int], all_machines: dict,
              done: list[dict]) -> list[dict]:
-  """Every setting's runs on seeds 0 … seeds − 1: those in `done` (an earlier run's rows with
-  the same setting and seed) kept as they are, the others trained."""
+  """Every setting's runs on `seeds` and on every seed `done` (an earlier run's rows of this
+  part) has for it, in the order of the seeds: a seed already in `done` kept as it is, the
+  others trained. A setting no longer made (its part's settings changed) is dropped."""
   rows = []
   for setting in settings:
     prediction = predicted_step_s(setting, hardware_for(setting, all_machines))
-    for seed in range(seeds):
-      earlier = [r for r in done if r["seed"] == seed
-                 and {k: r[k] for k in dataclasses.asdict(setting)} == dataclasses.asdict(setting)]
-      if earlier:
-        rows.append({**earlier[0], "predicted_step_s": prediction})
+    fields = dataclasses.asdict(setting)
+    earlier = {r["seed"]: r for r in done if {k: r[k] for k in fields} == fields}
+    for seed in sorted(set(seeds) | set(earlier)):
+      if seed in earlier:
+        rows.append({**earlier[seed], "predicted_step_s": prediction})
         continue
       row = {**dataclasses.asdict(setting), "scheme": setting.parallelism, "seed": seed,
              "staleness_fraction_of_epoch": setting.staleness_fraction_of_epoch,
@@ -261,7 +261,7 @@ def main(argv):
       settings = su_settings()
     others = [r for r in result["runs"] if not r["part"].startswith(part)]
     result["runs"] = others + run_part(
-        settings, seeds=_SEEDS.value, all_machines=all_machines,
+        settings, seeds=[int(s) for s in _SEEDS.value], all_machines=all_machines,
         done=[r for r in result["runs"] if r["part"].startswith(part)])
     # The parts in their order, whichever ran last: the JSON and its tables depend on the runs
     # alone, not on the order they were made in.

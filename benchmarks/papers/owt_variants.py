@@ -46,9 +46,7 @@ RUNS = {
     "b_variable": ("owt8_variable", ()),
 }
 
-_RUNS = flags.DEFINE_list("runs", list(RUNS), "Which runs (module docstring).")
-flags.register_validator("runs", lambda runs: set(runs) <= set(RUNS),
-                         message=f"--runs: choose from {', '.join(RUNS)}.")
+_RUNS = benchmarks.define_choices("runs", RUNS, "Which runs (module docstring).")
 _SEEDS = benchmarks.define_seeds_flag()
 _MODEL = flags.DEFINE_enum("model", None, ["alexnet_owt", "alexnet_owt_tiny"],
                            "The network, if not the configs' own (alexnet_owt).")

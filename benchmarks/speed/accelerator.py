@@ -105,10 +105,7 @@ _DRY_RUN = flags.DEFINE_bool("dry_run", False, "Tiny sizes and few steps: checks
                              "section runs, on any machine (the test suite runs it on the CPU).")
 _OUT = flags.DEFINE_string("out", os.path.join(ROOT, "runs", "accelerator"),
                            "Where accelerator.json and accelerator.md go.")
-_SECTIONS = flags.DEFINE_list("sections", list(SECTIONS), "Sections to run, of " +
-                              ", ".join(SECTIONS) + ".")
-flags.register_validator("sections", lambda sections: set(sections) <= set(SECTIONS),
-                         message=f"--sections: choose from {', '.join(SECTIONS)}.")
+_SECTIONS = benchmarks.define_choices("sections", SECTIONS, "Sections to run.")
 _BUDGET = flags.DEFINE_float("budget_s", 480.0, "Skip a section that would start later than "
                              "this many seconds after the start.")
 _PREVIOUS = flags.DEFINE_list("previous", [], "Reports (accelerator.json) of earlier runs whose "

@@ -56,22 +56,15 @@ KRIZHEVSKY_8_GPUS = {"(1024, 1024)": 6.25, "(1024, 128)": 6.16}
 # And data parallelism on the same 8 GPUs, network and batch, for the ranking.
 CONFIGS = (*COMPILED_CONFIGS, "data8")
 
-_GPUS = flags.DEFINE_list("gpus", list(GPUS), "GPUs to compile for.")
-_TOPOLOGIES = flags.DEFINE_list("topologies", list(TOPOLOGIES),
-                                "slices x hosts x GPUs per host.")
-_CONFIGS = flags.DEFINE_list("configs", list(CONFIGS), "Configs (NAME, or owt8:b / owt8:c for "
-                             "Krizhevsky's FC passes).")
+_GPUS = benchmarks.define_choices("gpus", GPUS, "GPUs to compile for.")
+_TOPOLOGIES = benchmarks.define_choices("topologies", TOPOLOGIES,
+                                        "slices x hosts x GPUs per host.")
+_CONFIGS = benchmarks.define_choices("configs", CONFIGS, compile_only.CONFIGS_HELP)
 _DTYPES = flags.DEFINE_list("dtypes", ["bfloat16", "float32"], "Compute dtypes.")
 _OUT = flags.DEFINE_string("out", benchmarks.DOCS, "Where gpu_compile.json goes (rows merged in).")
 _LARGEST = flags.DEFINE_bool("largest_batch", False, "Find the largest batch that fits instead.")
 _DRY_RUN = flags.DEFINE_bool("dry_run", False, "alexnet_tiny's hybrid 2×2 step at 64² on one H100 "
                              "node: print its row, write nothing.")
-flags.register_validator("gpus", lambda names: set(names) <= set(GPUS),
-                         message=f"--gpus: choose from {', '.join(GPUS)}.")
-flags.register_validator("topologies", lambda names: set(names) <= set(TOPOLOGIES),
-                         message=f"--topologies: choose from {', '.join(TOPOLOGIES)}.")
-flags.register_validator("configs", lambda names: set(names) <= set(CONFIGS),
-                         message=f"--configs: choose from {', '.join(CONFIGS)}.")
 
 
 def _spread_over_hosts(config, topology: str):

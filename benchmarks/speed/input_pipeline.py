@@ -52,8 +52,8 @@ from input_pipeline import prepare, prepared
 ROOT = benchmarks.ROOT
 SECTIONS = ("tfds", "prepare", "prepared", "trainer")
 
-_SECTIONS = flags.DEFINE_list("sections", ["tfds", "prepare", "prepared"],
-                              f"Which of {', '.join(SECTIONS)} to run.")
+_SECTIONS = benchmarks.define_choices("sections", SECTIONS, "Sections to run.",
+                                      default=("tfds", "prepare", "prepared"))
 _IMAGES = flags.DEFINE_integer("images", 768, "Benchmark JPEGs made (train; a tenth more eval).")
 _BATCHES = flags.DEFINE_integer("batches", 30, "Timed global batches per source.")
 _PHOTOS_DIR = flags.DEFINE_string(
@@ -68,8 +68,6 @@ _OUT = flags.DEFINE_string("out", None, "Where the JSON goes (default docs/input
 _UNDER = flags.DEFINE_string("under", None, "Write the result under this key of --out's JSON, "
                              "keeping the rest (docs/input_pipeline.json's `gpu_host`: the "
                              "rows of a GPU machine's host beside this machine's).")
-flags.register_validator("sections", lambda s: set(s) <= set(SECTIONS),
-                         f"--sections takes some of {', '.join(SECTIONS)}.")
 
 GLOBAL_BATCH = 256
 IMAGENET_IMAGES = 1_281_167 + 50_000  # train + validation

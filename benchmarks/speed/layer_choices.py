@@ -40,7 +40,7 @@ from configs import default
 from hybrid_parallel import compiler_options, layers, platforms
 
 LAYERS = ("max_pool", "grouped_conv")
-_LAYERS = flags.DEFINE_list("layers", list(LAYERS), "Which layers' implementations to time.")
+_LAYERS = benchmarks.define_choices("layers", LAYERS, "Which layers' implementations to time.")
 _BATCH = flags.DEFINE_integer("batch", None, "Images per batch (default: 32 for max_pool, 8 for "
                               "grouped_conv's paper-size rows).")
 _REPEATS = flags.DEFINE_integer("repeats", None, "Timed calls per variant (default: 10 for "
@@ -48,8 +48,6 @@ _REPEATS = flags.DEFINE_integer("repeats", None, "Timed calls per variant (defau
 _STEPS = flags.DEFINE_integer("steps", 5, "grouped_conv: timed training steps per model and "
                               "implementation.")
 _OUT = flags.DEFINE_string("out", benchmarks.DOCS, "Where max_pool.json and grouped_conv.json go.")
-flags.register_validator("layers", lambda names: set(names) <= set(LAYERS),
-                         message=f"--layers: choose from {', '.join(LAYERS)}.")
 POOL_SHAPES = ((55, 64), (27, 192), (13, 256))  # alexnet_owt's pool inputs at 224²: side, channels.
 # alexnet's within-column convs at 224²: name, input side, input channels, filters, kernel, pad.
 CONVS = (("conv2", 27, 96, 256, 5, 2), ("conv4", 13, 384, 384, 3, 1),

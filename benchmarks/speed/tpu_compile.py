@@ -44,17 +44,12 @@ from hybrid_parallel import layers, platforms
 from hybrid_parallel.analysis import costmodel
 
 
-_TOPOLOGIES = flags.DEFINE_list("topologies", list(TOPOLOGIES), "TPU topologies to compile for.")
-_CONFIGS = flags.DEFINE_list("configs", list(CONFIGS), "Configs (NAME, or owt8:b / owt8:c for "
-                             "Krizhevsky's FC passes).")
+_TOPOLOGIES = benchmarks.define_choices("topologies", TOPOLOGIES, "TPU topologies to compile for.")
+_CONFIGS = benchmarks.define_choices("configs", CONFIGS, compile_only.CONFIGS_HELP)
 _DTYPES = flags.DEFINE_list("dtypes", ["bfloat16", "float32"], "Compute dtypes.")
 _OUT = flags.DEFINE_string("out", benchmarks.DOCS, "Where tpu.json goes (rows merged into it).")
 _CHOICES = flags.DEFINE_bool("choices", False, "Estimate each per-platform model choice instead.")
 _LARGEST = flags.DEFINE_bool("largest_batch", False, "Find the largest batch that fits instead.")
-flags.register_validator("topologies", lambda names: set(names) <= set(TOPOLOGIES),
-                         message=f"--topologies: choose from {', '.join(TOPOLOGIES)}.")
-flags.register_validator("configs", lambda names: set(names) <= set(CONFIGS),
-                         message=f"--configs: choose from {', '.join(CONFIGS)}.")
 
 
 def compile_row(topology: str, name: str, dtype: str, *, devices, **overrides) -> dict:
