@@ -71,6 +71,15 @@ def documented_commands():
         yield os.path.relpath(page, ROOT), program, argv
 
 
+def python_output(test: absltest.TestCase, code: str, *args: str) -> str:
+  """What `python -c code args` printed, in a process of its own (a study defines absl flags,
+  which one process can hold once), after asserting that it succeeded."""
+  result = subprocess.run([sys.executable, "-c", code, *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300)
+  test.assertEqual(result.returncode, 0, result.stderr[-2000:])
+  return result.stdout
+
+
 # Run as `python -c _PARSE_DOCUMENTED NAME ARGVS_JSON`: parses each argv with benchmarks.NAME's
 # flags, then prints the usage `python -m benchmarks.NAME --help` would print.
 _PARSE_DOCUMENTED = """
@@ -240,7 +249,7 @@ class BenchmarksTest(absltest.TestCase):
   def test_asynchronous_keeps_every_seed_it_has_and_drops_settings_no_longer_made(self):
     # Seeds 2, 0, 1 of a setting already there and --seeds=1 asked: all three kept, in seed
     # order, none trained (a trained row would lack "kept"); a setting its part no longer makes
-    # is dropped. In a process of its own: the study defines flags.
+    # is dropped.
     code = (
         "import dataclasses, json\n"
         "from benchmarks.papers import asynchronous as a\n"
@@ -250,11 +259,8 @@ class BenchmarksTest(absltest.TestCase):
         "rows = a.run_part([setting], seeds=[1], all_machines=a.machines(),\n"
         "                  done=[row(2), row(0), gone, row(1)])\n"
         "print(json.dumps([[r['seed'], r.get('kept'), r['label']] for r in rows]))\n")
-    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
-                            text=True, timeout=300)
-    self.assertEqual(result.returncode, 0, result.stderr[-2000:])
     label = "data (synchronous)"
-    self.assertEqual(json.loads(result.stdout.splitlines()[-1]),
+    self.assertEqual(json.loads(python_output(self, code).splitlines()[-1]),
                      [[0, True, label], [1, True, label], [2, True, label]])
 
   def test_every_main_command_in_the_docs_describes_a_run(self):
@@ -278,10 +284,7 @@ class BenchmarksTest(absltest.TestCase):
             "prepare.define_flags()\nfor argv in json.loads(sys.argv[1]):\n"
             "  flags.FLAGS.unparse_flags()\n  flags.FLAGS(['prepare', *argv])\n"
             "print('accepted', len(json.loads(sys.argv[1])))\n")
-    run = subprocess.run([sys.executable, "-c", code, json.dumps(commands)], cwd=ROOT,
-                         capture_output=True, text=True, timeout=300)
-    self.assertEqual(run.returncode, 0, run.stderr[-2000:])
-    self.assertIn(f"accepted {len(commands)}", run.stdout)
+    self.assertIn(f"accepted {len(commands)}", python_output(self, code, json.dumps(commands)))
 
   def test_commands_are_read_from_spans_blocks_and_continued_lines(self):
     text = ("Run `python -m benchmarks.communication.comm_volume --all\n  --paper_sizes` (or "
@@ -341,10 +344,7 @@ class BenchmarksTest(absltest.TestCase):
             "    experiment.resolve(large_batch.cell_config(model, batch, rule, **settings,\n"
             "                                               seed=0))\n"
             "print('checked')\n")
-    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
-                            text=True, timeout=300)
-    self.assertEqual(result.returncode, 0, result.stderr[-2000:])
-    self.assertEqual(result.stdout.strip(), "checked")
+    self.assertEqual(python_output(self, code).strip(), "checked")
 
   def test_nothing_patches_the_import_path(self):
     needle = "sys." + "path"  # spelled apart, so that this file does not match itself.
