@@ -110,10 +110,11 @@ TRACED = ("device busy while traced (longest gaps ms)",
 
 def define_choices(name: str, choices, help_text: str, *, default=None,
                    flag_values=flags.FLAGS):
-  """A comma-separated list flag whose items are among `choices` (all of them by default): an
-  unknown item or an empty list is refused while the flags are parsed, naming the choices."""
+  """A comma-separated list flag whose items are among `choices` (all of them by default; its
+  help names them): an unknown item or an empty list is refused while the flags are parsed."""
   choices = tuple(choices)
-  holder = flags.DEFINE_list(name, list(default or choices), help_text, flag_values=flag_values)
+  holder = flags.DEFINE_list(name, list(default or choices),
+                             f"{help_text} Of: {', '.join(choices)}.", flag_values=flag_values)
   flags.register_validator(name, lambda chosen: bool(chosen) and set(chosen) <= set(choices),
                            message=f"--{name}: choose one or more of {', '.join(choices)}.",
                            flag_values=flag_values)

@@ -229,6 +229,7 @@ class BenchmarksTest(absltest.TestCase):
       chosen = benchmarks.define_choices("parts", ("cause", "paine"), "Parts.", default=default,
                                          flag_values=flag_values)
       flag_values(["study", *argv])
+      self.assertEqual(flag_values["parts"].help, "Parts. Of: cause, paine.")
       return chosen.value
     self.assertEqual(parse(), ["cause", "paine"])
     self.assertEqual(parse(default=("paine",)), ["paine"])
