@@ -93,7 +93,7 @@ class DryRunTest(absltest.TestCase):
 
   def test_the_trainer_is_set_against_the_step_with_its_traced_steps(self):
     (row,) = self.section("trainer")
-    self.assertEqual((row["model"], row["batch"], row["steps"]), ("alexnet_owt_tiny", 16, 4))
+    self.assertEqual((row["model"], row["batch"], row["steps"]), ("alexnet_owt_tiny", 16, 6))
     self.assertAlmostEqual(row["trainer_vs_step"],
                            row["trainer_images_per_sec"] / row["step_images_per_sec"], places=3)
     self.assertAlmostEqual(

@@ -30,8 +30,8 @@ def run_config(name: str, workdirs: str, *, overrides: tuple[str, ...] = (),
                profile_steps: int = 0, trace_to: str | None = None) -> dict:
   """Trains configs/NAME.py (with `--config.` overrides) by main.py from scratch in
   workdirs/RUN_NAME; its wall-clock and final metrics. With `profile_steps`, main.py traces
-  that many steps after its first (`config.profile_steps`: in the first log window, which the
-  median rate leaves out) and the result's `traced` says when the device worked and waited in
+  that many steps after its first (`config.profile_steps`; the median rate leaves out the log
+  windows that hold them) and the result's `traced` says when the device worked and waited in
   them (trace_stats.device_timeline); `trace_to` keeps the trace."""
   workdir = os.path.join(workdirs, run_name or name)
   if profile_steps:
@@ -48,7 +48,7 @@ def run_config(name: str, workdirs: str, *, overrides: tuple[str, ...] = (),
   rows = metrics_rows(workdir)
   last_eval = [r for r in rows if "eval_top1" in r][-1]
   train_rows = [r for r in rows if "train_loss" in r]
-  rates = [r["images_per_sec"] for r in train_rows][1:]  # the first window holds the compile.
+  rates = untraced_rates(train_rows, profile_steps=profile_steps)
   config = configs.get(name)
   traced = {}
   if profile_steps:
@@ -67,6 +67,15 @@ def run_config(name: str, workdirs: str, *, overrides: tuple[str, ...] = (),
           "final_train_loss": round(train_rows[-1]["train_loss"], 4),
           "train_images_per_sec_median": round(statistics.median(rates), 1) if rates else None,
           **traced}
+
+
+def untraced_rates(train_rows: list[dict], *, profile_steps: int) -> list[float]:
+  """The images/s of each log window (metrics.jsonl's train rows, `step` = the steps done) after
+  the first step's compile and the traced steps (main.py traces steps 2 … profile_steps + 1):
+  a window that holds either is not the loop's rate."""
+  ends = [r["step"] for r in train_rows]
+  return [r["images_per_sec"] for r, start in zip(train_rows[1:], ends)
+          if start >= profile_steps + 1]
 
 
 def against_step(run: dict, step: dict) -> dict:

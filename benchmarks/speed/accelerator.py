@@ -152,16 +152,16 @@ PAPER = Sizes(
                   "--config.synthetic_examples=2048", "--config.num_train_steps=300",
                   "--config.log_every_steps=50", "--config.eval_every_steps=300",
                   "--config.checkpoint_every_steps=150"),
-    trainer_profile_steps=20)
+    trainer_profile_steps=20)  # steps 2–21, inside the first log window of 50.
 DRY = Sizes(
     image_size=64, classes=10, models=("alexnet_owt_tiny",), dtypes=("bfloat16",),
     batches=(8,), steps=2, warmup=1,
     mock_runs={"hybrid4": ("alexnet_tiny", "hybrid", 2, 2, 16, {})},
     trainer_batches=(16,),
     trainer_args=("--config.image_size=64", "--config.synthetic_examples=64",
-                  "--config.num_train_steps=4", "--config.log_every_steps=2",
-                  "--config.eval_every_steps=4", "--config.checkpoint_every_steps=2"),
-    trainer_profile_steps=2)
+                  "--config.num_train_steps=6", "--config.log_every_steps=3",
+                  "--config.eval_every_steps=6", "--config.checkpoint_every_steps=3"),
+    trainer_profile_steps=2)  # steps 2–3, in the first window: the second is the median's.
 
 # Compiler options to try against XLA's defaults on each platform (tuning); each is one
 # hypothesis about what the profile may show.
@@ -504,7 +504,7 @@ def trainer(sizes: Sizes, *, timeout_s: float) -> list[dict]:
   """`python main.py` (common/main_runs.py, as every benchmark that trains) against the bare
   step at the same settings, in the same call: the 1×1 `single` scheme with the goal's model in
   bfloat16 on synthetic data, at each of `sizes.trainer_batches`. main.py traces a few steps
-  after its first (inside the first log window, which the median leaves out): when the device
+  after its first (the median leaves out the log windows that hold them): when the device
   worked and waited (trace_stats.device_timeline; the trace is copied to --out)."""
   model = sizes.goal[0]
   deadline = time.perf_counter() + timeout_s

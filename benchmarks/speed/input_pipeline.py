@@ -248,19 +248,21 @@ def trainer_rows(out_root: str, *, batch: int, steps: int, dry_run: bool) -> lis
   step = step_timing.measure(config, num_classes=classes, steps=20, warmup=3)
   rows = []
   # Decoded on a thread per core (the default), then the JPEGs in a worker process per core.
+  log_every = max(1, steps // 4)
   for image_format, workers in (("jpeg", 0), ("raw", 0), ("jpeg", os.cpu_count())):
     overrides = (f"--config.dataset=prepared:{os.path.join(out_root, image_format)}",
                  f"--config.input_workers={workers}",
                  f"--config.model={model}", f"--config.image_size={image_size}",
                  "--config.dtype=bfloat16", f"--config.global_batch_size={batch}",
                  f"--config.num_train_steps={steps}",
-                 f"--config.log_every_steps={max(1, steps // 4)}",
+                 f"--config.log_every_steps={log_every}",
                  f"--config.eval_every_steps={steps}",
                  f"--config.checkpoint_every_steps={steps}", f"--config.eval_batch_size={batch}")
     with tempfile.TemporaryDirectory() as workdirs:
       run = main_runs.run_config("imagenet_single", workdirs, overrides=overrides,
                                  run_name=f"imagenet_single_{image_format}_{workers}",
-                                 profile_steps=min(20, steps // 2))
+                                 # Inside the first window: the median leaves it out anyway.
+                                 profile_steps=min(20, log_every - 1))
     rows.append({
         "model": model, "dtype": "bfloat16", "batch": batch, "image_size": image_size,
         "source": f"prepared {image_format}" + (" q90" if image_format == "jpeg" else ""),
