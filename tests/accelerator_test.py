@@ -1,12 +1,14 @@
 """benchmarks/speed/accelerator.py's dry run on the CPU: every section runs and reports, so that the
 one command meant for a freshly lent GPU does not rot between GPUs."""
 
+import importlib.metadata
 import json
 import os
 import subprocess
 import sys
 import tempfile
 
+import jax
 from absl.testing import absltest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -44,8 +46,6 @@ class DryRunTest(absltest.TestCase):
   def test_the_machines_packages_are_recorded(self):
     # A lent GPU runs the suite under its own packages, not the pins: its failures are read
     # against these.
-    import importlib.metadata
-    import jax
     packages = self.section("environment")["packages"]
     self.assertEqual((packages["jax"], packages["flax"], packages["pytest"]),
                      (jax.__version__, importlib.metadata.version("flax"),

@@ -141,20 +141,20 @@ def measure(config, *, num_classes: int, steps: int, warmup: int,
                                  this_cpu_flops() if devices[0].platform == "cpu" else None)
   memory = compiled.memory_analysis()
   stats = devices[0].memory_stats() or {}
-  row = {"model": config.model, "dtype": config.dtype, "batch": batch,
-         "images_per_sec": round(batch / seconds, 1), "step_ms": round(1e3 * seconds, 2),
+
+  def rates(seconds: float, suffix: str = "") -> dict:
+    return {f"images_per_sec{suffix}": round(batch / seconds, 1),
+            f"step_ms{suffix}": round(1e3 * seconds, 2),
+            f"mfu{suffix}": round(flops * batch / seconds / peak_flops, 4) if peak_flops else None}
+
+  row = {"model": config.model, "dtype": config.dtype, "batch": batch, **rates(seconds),
          "compile_s": round(compile_s, 1),
          "program_gib": round((memory.temp_size_in_bytes + memory.argument_size_in_bytes +
                                memory.output_size_in_bytes - memory.alias_size_in_bytes)
                               / 2**30, 3) if memory else None,
          "device_peak_gib": (round(stats["peak_bytes_in_use"] / 2**30, 3)
                              if "peak_bytes_in_use" in stats else None),
-         "mfu": round(flops * batch / seconds / peak_flops, 4) if peak_flops else None,
          "peak_flops": peak_flops, "peak_source": peak_source, "flops_per_image": flops}
   if pipelined:
-    seconds = pipelined_seconds(step, steps)
-    row.update(step_ms_pipelined=round(1e3 * seconds, 2),
-               images_per_sec_pipelined=round(batch / seconds, 1),
-               mfu_pipelined=round(flops * batch / seconds / peak_flops, 4) if peak_flops
-               else None)
+    row.update(rates(pipelined_seconds(step, steps), "_pipelined"))
   return row
