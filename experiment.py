@@ -108,6 +108,7 @@ class LoopChoice:
   checkpoint_keep: int = setting(integer(1))
   step_timeout_s: float = setting(_NON_NEGATIVE)
   profile_steps: int = setting(integer(0))
+  probe_examples: int = setting(integer(0))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -118,6 +118,16 @@ class _Job:
     return evaluate(self.run.eval_step, self.run.scheme.eval_variables(state), self.dataset,
                     sharding=self.run.batch_sharding, batch=self.spec.eval_batch_size)
 
+  def probe_batch(self):
+    """The first `probe_examples` training images as one evaluation batch on the devices."""
+    examples = self.spec.loop.probe_examples
+    if examples > self.dataset.num_train:
+      raise UserError(f"probe_examples {examples} is more than the {self.dataset.num_train} "
+                      f"training images of {self.spec.data.dataset}.")
+    (batch,) = input_pipeline.eval_batches(self.dataset.probe(examples),
+                                           self.run.batch_sharding, examples)
+    return batch
+
 
 class _Loop:
   """What happens around each step: at most two steps in flight, the non-finite check (one step
@@ -140,6 +150,9 @@ class _Loop:
     self.profiler = opened.enter_context(contextlib.closing(
         profiling.StepProfiler(workdir, first_step, spec.loop.profile_steps)))
     self.window, self.window_start = [], time.perf_counter()  # (step, metrics) since a log row.
+    # The probe's batch, and its sums of the steps since a log row (fetched when it is written).
+    self.probe = job.probe_batch() if spec.loop.probe_examples else None
+    self.probes = []
     self.previous = None  # (step, metrics) of the step before the one in flight.
     self.eval_metrics = {}
 
@@ -150,6 +163,9 @@ class _Loop:
     state, metrics = self.job.run.scheme.train_step(state, images, labels)
     self.profiler.after(step, metrics)
     done = step + 1
+    if self.probe:
+      self.probes.append((done, self.job.run.eval_step(self.job.run.scheme.eval_variables(state),
+                                                       *self.probe)))
     if self.previous:
       # At most two steps in flight. Deeper queues gain nothing and can starve XLA:CPU's thread
       # pool when simulated devices block in a collective's rendezvous (a 40 s abort).
@@ -198,10 +214,14 @@ class _Loop:
     row["images_per_sec"] = (len(self.window) * self.job.spec.global_batch_size /
                              (time.perf_counter() - self.window_start))
     if self.writer:
+      for step, sums in jax.device_get(self.probes):
+        count = float(sums["count"])
+        self.writer.write(step, {"probe_loss": float(sums["eval_loss"]) / count,
+                                 "probe_top1": float(sums["eval_top1"]) / count})
       self.writer.write(steps[-1], row)
       self.progress.log(steps[-1], row)
       self.chance.observe(steps[-1], row["train_loss"], row["learning_rate"])
-    self.window, self.window_start = [], time.perf_counter()
+    self.window, self.window_start, self.probes = [], time.perf_counter(), []
 
 
 def _describe(eval_metrics: dict[str, float]) -> str:

@@ -91,6 +91,11 @@ def check_run(run) -> None:
   models.check_layout(run.model.name, arch, plan.layout, image_size=run.image_size)
   partitioning.check_batch(plan, run.global_batch_size, microbatches=step.microbatches)
   partitioning.check_batch(plan, run.eval_batch_size, what="eval_batch_size")
+  if run.loop.probe_examples:
+    partitioning.check_batch(plan, run.loop.probe_examples, what="probe_examples")
+    if not input_pipeline.arrays.is_array_dataset(run.data.dataset):
+      raise UserError(f"probe_examples needs a dataset held in memory (digits, synthetic or "
+                      f"npz:PATH), got dataset {run.data.dataset!r}; set probe_examples = 0.")
   schemes.check(plan, step, batch_norm=arch.batch_norm,
                 sync_batch_norm=run.model.sync_batch_norm, processes=run.processes,
                 global_batch=run.global_batch_size)

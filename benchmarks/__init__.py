@@ -126,10 +126,10 @@ def define_choices(name: str, choices, help_text: str, *, default=None,
 DIGITS_TEST_IMAGES = 360  # digits' test split: an accuracy p has sampling error √(p(1−p)/360).
 
 
-def define_seeds_flag():
-  """The `--seeds` flag of a study that trains: the seeds each setting runs on (three by default;
+def define_seeds_flag(default=range(3)):
+  """The `--seeds` flag of a study that trains: the seeds each setting runs on (`default`: three;
   the seed sets the initialisation, the data order and dropout)."""
-  holder = flags.DEFINE_list("seeds", ["0", "1", "2"], "Seeds each setting trains on.")
+  holder = flags.DEFINE_list("seeds", [str(s) for s in default], "Seeds each setting trains on.")
   flags.register_validator("seeds", lambda seeds: all(s.isdigit() for s in seeds) and seeds,
                            message="--seeds: non-negative integers, at least one.")
   return holder

@@ -71,11 +71,18 @@ def get_config() -> ml_collections.ConfigDict:
   config.average_momentum = True
   # asgd (Paine et al. 2013): clients push their updates every n_push and fetch the server's
   # parameters every n_fetch steps (Paine et al.: both = n_sync), at staggered phases when
-  # asgd_stagger; the first warm_start_steps train client 0 alone (hybrid_parallel/local_sgd/).
+  # asgd_stagger; the first warm_start_steps train client 0 alone, and the clients then go on
+  # with its momentum (asgd_warm_start_momentum) or from zero. The server adds the clients'
+  # mean change (asgd_server_rule "average": the learning rate is the global batch's, as under
+  # every scheme) or each change whole ("sum": DistBelief's and Paine's servers; each client's
+  # rate is then its own, and the server takes D times the step and the weight decay);
+  # hybrid_parallel/local_sgd/asgd.py.
   config.n_push = 1
   config.n_fetch = 1
   config.asgd_stagger = True
   config.warm_start_steps = 0
+  config.asgd_warm_start_momentum = True
+  config.asgd_server_rule = "average"
 
   # Data (see input_pipeline/): digits, synthetic or npz:PATH held in memory, or a TensorFlow
   # Datasets name — imagenet2012, imagenette/320px-v2, cifar10, cifar100, mnist, fashion_mnist —
@@ -157,6 +164,10 @@ def get_config() -> ml_collections.ConfigDict:
   config.seed = 0  # Parameters, data order and dropout all derive from it.
   config.log_every_steps = 10  # A train row in metrics.jsonl and a console line.
   config.eval_every_steps = 50  # An eval row over the whole test set (and always at the end).
+  # After every step, the loss and top-1 of the evaluated model (A-SGD: the server's) on the first
+  # this many training images, as a `probe_loss` / `probe_top1` row: a training curve without minibatch noise, step
+  # by step (in-memory datasets; one forward pass of them a step); 0: none.
+  config.probe_examples = 0
   # Trace this many steps (after the first, which compiles) with jax.profiler into
   # <workdir>/profile, for TensorBoard's profile plugin or Perfetto; 0: no trace.
   config.profile_steps = 0

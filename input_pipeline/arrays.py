@@ -76,6 +76,12 @@ class Dataset(StepPositioned):
   def normalise(self, x_uint8: np.ndarray) -> np.ndarray:
     return normalise(x_uint8, self.mean, self.scale)
 
+  def probe(self, examples: int) -> "Dataset":
+    """The same set with its first `examples` training images as the evaluation split: the
+    fixed subset whose loss train.py's `probe_examples` follows step by step."""
+    return dataclasses.replace(self, x_test=self.x_train[:examples],
+                               y_test=self.y_train[:examples])
+
   # --- the source interface (source.py) ---------------------------------------------------------
 
   def train_batches(self, global_batch: int, *, seed: int, position: int, shard: slice):

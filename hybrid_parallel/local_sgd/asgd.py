@@ -2,18 +2,28 @@
 
 `parallelism = "asgd"` on a D × 1 mesh. The server's parameters θ_ps are kept whole on
 every device (a replicated copy stands in for the server process). Each of the D clients runs SGD
-on its shard of the global batch with its own momentum, and accumulates its parameter change
-Δ_i since its last push. Client i
+on its shard of the global batch with its own optimiser state (momentum), and accumulates its
+parameter change Δ_i since its last push. Client i
 
-  pushes  after update t when (t + o_i) mod n_push = 0:   θ_ps ← θ_ps + Δ_i,  Δ_i ← 0;
+  pushes  after update t when (t + o_i) mod n_push = 0:   θ_ps ← θ_ps + s·Δ_i,  Δ_i ← 0;
   fetches after update t when (t + o_i) mod n_fetch = 0:  θ_i ← θ_ps (after that step's pushes),
 
 with offsets o_i = ⌊i · n_push / D⌋ when `stagger` is on (clients push on different steps, as
 unsynchronised clients would) and 0 otherwise. Paine et al. use n_fetch = n_push = n_sync.
 
-Staleness: a staggered client's push carries up to n_push local updates computed from parameters
-fetched up to n_fetch steps earlier, while the other D − 1 clients' pushes have moved θ_ps in the
-meantime; with stagger, pushes reach the server at D different phases of each n_push-step period.
+The server's rule (`asgd_server_rule`) sets s: "sum" (s = 1) applies every client's change as it
+arrives, as DistBelief's Downpour SGD and Paine's cuda-convnet clients did; "average" (s = 1/D)
+applies the clients' mean. The default is "average": a config's learning rate means the same
+under every scheme (the rate of its global batch), and with n_push = n_fetch = 1 and no stagger
+"average" is synchronous data-parallel SGD at that rate exactly, where "sum" takes D times its
+step. Each client's change includes its weight decay, so under "sum" the server decays D times as
+fast as one client would; under "average", once.
+
+Each change is pushed once (Δ_i is cleared by its push). What staleness does with momentum is
+delayed feedback: a gradient enters the client's velocity and keeps moving its parameters for
+about 1/(1 − β) steps, through fetches (the velocity is the client's own), so every push carries
+the tails of gradients taken from parameters up to n_fetch + 1/(1 − β) steps old, and the D
+clients' tails add up on the server (tests/asgd_test.py shows both on ½θ²).
 
 How this differs from a truly asynchronous system: all clients advance in lock-step (one update
 each per step) and the order of pushes and fetches is fixed by the offsets, so staleness is
@@ -23,10 +33,11 @@ pushing clients' Δ (zeros from the others), which moves more bytes than point-t
 
 `warm_start_steps`: for the first W updates only client 0 trains (on its shard); every update is
 copied to all clients and to the server, as in Paine et al.'s warm-start experiment (a model
-trained on one GPU first).
+trained on one GPU first). `asgd_warm_start_momentum`: whether the clients then go on with client
+0's momentum (its optimiser state, copied with its parameters) or start theirs from zero.
 
 With D = 1 this is single-device SGD; with n_push = n_fetch = 1 and no stagger it is synchronous
-data-parallel SGD whose update is the *sum* of the clients' updates.
+data-parallel SGD (its update the clients' mean under "average", their sum under "sum").
 """
 
 import dataclasses
@@ -34,9 +45,12 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 
-from hybrid_parallel.checks import boolean, integer, setting
+from hybrid_parallel.checks import boolean, integer, one_of, setting
 from hybrid_parallel.local_sgd import core
 from hybrid_parallel.mesh import DATA
+
+
+SERVER_RULES = ("average", "sum")  # the server's share of a push (module docstring).
 
 
 def client_init(params):
@@ -56,6 +70,8 @@ class Settings:
   n_fetch: int = setting(integer(1))
   asgd_stagger: bool = setting(boolean)
   warm_start_steps: int = setting(integer(0))
+  asgd_warm_start_momentum: bool = setting(boolean)
+  asgd_server_rule: str = setting(one_of(SERVER_RULES))
 
 
 def check(settings: Settings, replicas: int) -> None:
@@ -67,6 +83,7 @@ def make_sync(settings: Settings, replicas: int) -> core.Sync:
   """The push / fetch rules of the module docstring; evaluates the server's parameters."""
   n_push, n_fetch = settings.n_push, settings.n_fetch
   stagger, warm_start_steps = settings.asgd_stagger, settings.warm_start_steps
+  share = 1.0 / replicas if settings.asgd_server_rule == "average" else 1.0
 
   def apply(local, client, shared, previous_params, step):
     i = core.replica_index()
@@ -78,13 +95,17 @@ def make_sync(settings: Settings, replicas: int) -> core.Sync:
       pushing = (step + offset) % n_push == 0
       fetching = (step + offset) % n_fetch == 0
       pushed = jax.tree.map(lambda d: jax.lax.psum(jnp.where(pushing, d, 0.0), DATA), pending)
-      server = jax.tree.map(jnp.add, shared["server"], pushed)
+      server = jax.tree.map(lambda s, d: s + share * d, shared["server"], pushed)
       left = jax.tree.map(lambda d: jnp.where(pushing, 0.0, d), pending)
       params = jax.tree.map(lambda s, p: jnp.where(fetching, s, p), server, local.params)
       return local.replace(params=params), {"pending": left}, {"server": server}
 
     def warm_start(_):
       first = core.from_replica_zero(local)
+      if not settings.asgd_warm_start_momentum:  # the clients' velocities start from zero.
+        last = step == warm_start_steps
+        first = first.replace(opt_state=core.floats(
+            lambda x: jnp.where(last, jnp.zeros_like(x), x))(first.opt_state))
       zeros = jax.tree.map(jnp.zeros_like, pending)
       return first, {"pending": zeros}, {"server": first.params}
 

@@ -44,28 +44,22 @@ def _pair_mean(x, perm):
   return (x + jax.lax.ppermute(x, DATA, perm)) / 2
 
 
-def _floats(fn):
-  """`fn` on floating-point leaves; integer leaves (optax's step counts) pass through."""
-  return lambda tree: jax.tree.map(
-      lambda x: fn(x) if jnp.issubdtype(x.dtype, jnp.floating) else x, tree)
-
-
 def mix(tree, method: str, *, replicas: int, sync_index):
   """One sync of `method` over the "data" axis (inside a shard_map); see the module docstring
   (`check` says which methods and replica counts are possible)."""
   if replicas == 1:
     return tree
   if method == "allreduce":
-    return _floats(lambda x: jax.lax.psum(x, DATA) / replicas)(tree)
+    return core.floats(lambda x: jax.lax.psum(x, DATA) / replicas)(tree)
   if method == "ring":
-    return _floats(lambda x: collectives.ring(x, DATA) / replicas)(tree)
+    return core.floats(lambda x: collectives.ring(x, DATA) / replicas)(tree)
   stage = sync_index % _stages(replicas)
   if method == "butterfly":
     perms = [[(j, j ^ (1 << k)) for j in range(replicas)] for k in range(_stages(replicas))]
   else:  # hopping_ring
     perms = [[(j, (j + (1 << k)) % replicas) for j in range(replicas)]
              for k in range(_stages(replicas))]
-  branches = [_floats(lambda x, perm=perm: _pair_mean(x, perm)) for perm in perms]
+  branches = [core.floats(lambda x, perm=perm: _pair_mean(x, perm)) for perm in perms]
   return jax.lax.switch(stage, branches, tree)
 
 

@@ -142,3 +142,9 @@ def from_replica_zero(tree):
   """Every replica gets replica 0's values (one all-reduce of a masked copy)."""
   first = replica_index() == 0
   return jax.tree.map(lambda x: jax.lax.psum(jnp.where(first, x, jnp.zeros_like(x)), DATA), tree)
+
+
+def floats(fn):
+  """`fn` on floating-point leaves; integer leaves (optax's step counts) pass through."""
+  return lambda tree: jax.tree.map(
+      lambda x: fn(x) if jnp.issubdtype(x.dtype, jnp.floating) else x, tree)

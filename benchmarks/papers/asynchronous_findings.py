@@ -1,0 +1,378 @@
+"""The rules that turn benchmarks/papers/asynchronous.py's runs into findings: what each paper
+claims, the test that decides it here, the numbers, and a verdict (reproduced, not_reproduced,
+not_testable) — every rule written down before the runs it reads were made.
+
+A run is a dict of asynchronous.json's `runs`: its setting's fields, `seed`, `eval_top1`
+([[step, top-1], ...] over the test set), `final_eval_top1`, and for the probed runs `probe_loss`
+and `probe_error` (one value a step: the evaluated model on a fixed 128 training images).
+
+Statistics. Every comparison is paired by seed (a seed sets the initialisation, the data order and
+dropout alike for both sides), and its 95% confidence interval is Student's t over the seeds'
+differences: mean ± t(0.975, n−1)·sd/√n. A speed-up is a ratio of steps to a target, so its
+interval is taken on log ratios and reported as a geometric mean. A comparison needs at least
+MIN_PAIRS seeds on which both sides are defined; a baseline that never reaches its target leaves
+its seed out (it would make any method look faster or slower by an infinite margin); a method that
+never reaches the target where its baseline does counts against the method.
+"""
+
+import math
+import statistics
+
+# Student's t at 0.975 for 1–12 degrees of freedom (any table of the t distribution).
+_T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179)
+MIN_PAIRS = 3
+
+# The targets: a share of the tuned one-client reference's mean final test top-1 ("near the single
+# GPU's accuracy", Paine et al.'s Experiment 1).
+TARGET_SHARE = 0.95
+
+
+def interval(values: list[float]) -> dict | None:
+  """Mean, sd and the 95% confidence interval of the mean of `values` (None for fewer than
+  MIN_PAIRS)."""
+  n = len(values)
+  if n < MIN_PAIRS:
+    return None
+  mean, sd = statistics.mean(values), statistics.stdev(values)
+  half = _T975[n - 2] * sd / math.sqrt(n)
+  return {"n": n, "mean": round(mean, 5), "sd": round(sd, 5),
+          "ci95": [round(mean - half, 5), round(mean + half, 5)]}
+
+
+def above(ci: dict | None, value: float = 0.0) -> bool | None:
+  """Whether the whole interval lies above `value` (None: no interval)."""
+  return None if ci is None else ci["ci95"][0] > value
+
+
+def below(ci: dict | None, value: float = 0.0) -> bool | None:
+  return None if ci is None else ci["ci95"][1] < value
+
+
+def paired(a: dict, b: dict, key) -> dict | None:
+  """The interval of `key(run_a) − key(run_b)` over the seeds both `a` and `b` (seed → run) have
+  and on which both values are defined."""
+  differences = []
+  for seed in sorted(set(a) & set(b)):
+    x, y = key(a[seed]), key(b[seed])
+    if x is not None and y is not None:
+      differences.append(x - y)
+  return interval(differences)
+
+
+def steps_to(run: dict, target: float) -> float:
+  """The client steps at which the run's test top-1 first reaches `target`, interpolated
+  linearly between the evaluation below it and the first at or above it (math.inf: never)."""
+  previous = (0, 0.0)
+  for step, top1 in run["eval_top1"]:
+    if top1 >= target:
+      (s0, v0) = previous
+      return s0 + (step - s0) * (target - v0) / (top1 - v0) if top1 > v0 else float(step)
+    previous = (step, top1)
+  return math.inf
+
+
+def speedup(baseline: dict, method: dict, target: float, *, baseline_step_s: float = 1.0,
+            method_step_s: float = 1.0) -> dict:
+  """How much sooner `method` (seed → run) reaches `target` than `baseline` (seed → run), each
+  step priced at its `*_step_s`: per seed, the log of the baseline's time over the method's.
+
+  A seed whose baseline never reaches the target is left out (`baseline_missed`); a seed whose
+  method never does while its baseline does is `method_missed`, and then the method is not faster
+  on that seed whatever the others say.
+
+  Returns:
+    {"geometric_mean", "ci95" (of the speed-up), "n", "baseline_missed", "method_missed",
+     "per_seed"}; the interval is None with fewer than MIN_PAIRS usable seeds.
+  """
+  logs, per_seed, baseline_missed, method_missed = [], {}, [], []
+  for seed in sorted(set(baseline) & set(method)):
+    t_base = steps_to(baseline[seed], target) * baseline_step_s
+    t_method = steps_to(method[seed], target) * method_step_s
+    if math.isinf(t_base):
+      baseline_missed.append(seed)
+    elif math.isinf(t_method):
+      method_missed.append(seed)
+    else:
+      logs.append(math.log(t_base / t_method))
+      per_seed[seed] = round(t_base / t_method, 3)
+  ci = interval(logs)
+  return {"geometric_mean": round(math.exp(statistics.mean(logs)), 3) if logs else None,
+          "ci95": None if ci is None else [round(math.exp(v), 3) for v in ci["ci95"]],
+          "n": len(logs), "baseline_missed": baseline_missed, "method_missed": method_missed,
+          "per_seed": per_seed}
+
+
+def faster(result: dict) -> bool | None:
+  """Reproduced-or-not of "the method is faster" from a `speedup` result: None (not testable)
+  when fewer than MIN_PAIRS seeds have a baseline that reached the target, False when the method
+  missed the target on a seed whose baseline reached it, else whether the speed-up's interval
+  lies above 1."""
+  if result["n"] + len(result["method_missed"]) < MIN_PAIRS:
+    return None
+  if result["method_missed"]:
+    return False
+  return result["ci95"] is not None and result["ci95"][0] > 1.0
+
+
+def verdict(holds: bool | None) -> str:
+  return {True: "reproduced", False: "not_reproduced", None: "not_testable"}[holds]
+
+
+# --- Curves ---------------------------------------------------------------------------------
+
+
+def mean_over(values: list[float], start: int, stop: int) -> float:
+  return statistics.mean(values[start:stop])
+
+
+def slope_per_100_steps(values: list[float], start: int, stop: int) -> float:
+  """Least-squares slope of values[start:stop] against the step, per 100 steps."""
+  xs = list(range(start, stop))
+  ys = values[start:stop]
+  mx, my = statistics.mean(xs), statistics.mean(ys)
+  return 100 * (sum((x - mx) * (y - my) for x, y in zip(xs, ys)) /
+                sum((x - mx) ** 2 for x in xs))
+
+
+ROUGHNESS_WINDOW = 33  # steps: longer than the largest n_sync (32), so a zigzag of that period
+# shows as a deviation from the moving average rather than being followed by it.
+
+
+def roughness(values: list[float], start: int, stop: int) -> float:
+  """Jaggedness of a per-step curve: the RMS of its deviation from its own centred moving
+  average over ROUGHNESS_WINDOW steps, over values[start:stop] (the window kept inside)."""
+  half = ROUGHNESS_WINDOW // 2
+  deviations = []
+  for i in range(max(start, half), min(stop, len(values) - half)):
+    window = values[i - half:i + half + 1]
+    deviations.append(values[i] - statistics.mean(window))
+  return math.sqrt(statistics.mean(d * d for d in deviations))
+
+
+# --- Selecting runs ---------------------------------------------------------------------------
+
+
+def select(runs: list[dict], **fields) -> dict:
+  """seed → run of the runs whose fields equal `fields`."""
+  return {r["seed"]: r for r in runs if all(r.get(k) == v for k, v in fields.items())}
+
+
+def mean_final(runs: dict) -> float:
+  return statistics.mean(r["final_eval_top1"] for r in runs.values())
+
+
+def _on(runs: dict, seeds) -> dict:
+  return {s: r for s, r in runs.items() if s in seeds}
+
+
+STUDY_SEEDS = range(5)  # the seeds every choice and finding is made on; `validate` uses others.
+
+
+# --- The papers' claims -----------------------------------------------------------------------
+
+
+def findings(runs: list[dict], chosen: dict, time_model: dict) -> list[dict]:
+  """Each of the papers' claims against the runs: reproduced, not_reproduced or not_testable,
+  each with its rule (`test`) and the numbers that decide it (`evidence`). A claim whose runs are
+  not there yet is left out."""
+  found = []
+  runs = [r for r in runs if r["seed"] in STUDY_SEEDS or r["part"] == "validate"]
+
+  def add(claim, source, holds, test, evidence):
+    found.append({"claim": claim, "source": source, "verdict": verdict(holds), "test": test,
+                  "evidence": evidence})
+
+  target = chosen.get("target_top1")
+  one = select(runs, part="reference", steps=540)
+  # Experiment 1: 8 clients against one, in wall-clock priced on Blue Waters.
+  for n, where in ((4, "n_sync 4 (4.5% of an epoch, his 6%)"),
+                   (32, "n_sync 32 (3.2 momentum horizons; his 600 are 60)")):
+    eight = select(runs, part="paine1", server_rule="sum", n_sync=n)
+    if not (one and eight and target):
+      continue
+    result = speedup(one, eight, target,
+                     baseline_step_s=_step_s(one), method_step_s=_step_s(eight))
+    averaged = speedup(one, select(runs, part="paine1", server_rule="average", n_sync=n),
+                       target, baseline_step_s=_step_s(one), method_step_s=_step_s(eight))
+    add(f"8 clients reach the single GPU's accuracy sooner, about 3.2× in wall-clock ({where})",
+        "Paine et al., Experiment 1 (Fig. 1)", faster(result),
+        f"each client at the one-client rate and momentum 0.9, the server summing (his): the "
+        f"time to {100 * target:.1f}% test top-1 ({100 * TARGET_SHARE:.0f}% of the one client's "
+        f"plateau) of one client over that of 8, each client step priced on Blue Waters; "
+        f"reproduced if the speed-up's 95% interval over seeds lies above 1",
+        {"speedup_summing": result, "speedup_averaging": averaged})
+  # Experiment 2: a cold start.
+  for n in (4, 32):
+    one2 = select(runs, part="paine2", clients=1)
+    many = {rule: select(runs, part="paine2", clients=32, server_rule=rule, n_sync=n)
+            for rule in ("sum", "average")}
+    if not (one2 and many["sum"]):
+      continue
+    steps = len(next(iter(one2.values()))["probe_loss"])
+    early = lambda r: mean_over(r["probe_loss"], 0, steps // 10)
+    late = lambda r: slope_per_100_steps(r["probe_loss"], steps // 2, steps)
+    cells = {rule: {"early_loss_32_minus_1": paired(m, one2, early),
+                    "late_slope_32_minus_1": paired(m, one2, late)} for rule, m in many.items()}
+    summed = cells["sum"]
+    holds = _both(above(summed["early_loss_32_minus_1"]), below(summed["late_slope_32_minus_1"]))
+    add(f"with a cold start more clients learn slower at first and faster later (n_sync {n})",
+        "Paine et al., Experiment 2 (Fig. 2: 16 and 32 clients)", holds,
+        f"32 clients against one, the server summing (his), loss of the server's model on 128 "
+        f"fixed training images after every step: higher over the first tenth of the run "
+        f"(interval of the seed-paired difference above 0) and falling faster over its second "
+        f"half (least-squares slope per 100 steps; interval below 0)",
+        {"summing": summed, "averaging": cells["average"]})
+  # Experiment 3: a warm start for half the run.
+  one3 = select(runs, part="paine3", clients=1)
+  warm = lambda n: select(runs, part="paine3", clients=8, n_sync=n, warm_start_momentum=True)
+  if one3 and all(warm(n) for n in N_SYNCS_ASYNCHRONOUS):
+    steps = len(next(iter(one3.values()))["probe_loss"])
+    late_error = lambda r: mean_over(r["probe_error"], steps - steps // 10, steps)
+    lower = {f"n_sync {n}": paired(warm(n), one3, late_error) for n in N_SYNCS_ASYNCHRONOUS}
+    add("with a warm start more clients reach a lower training error at every n_sync",
+        "Paine et al., Experiment 3 (Fig. 3)", _all(below(ci) for ci in lower.values()),
+        "8 clients against one after a warm start of half the run, the server summing: the "
+        "training error of the server's model on 128 fixed training images over the last tenth "
+        "of the run; reproduced if at every asynchronous n_sync (4, 16, 32) the interval of the "
+        "seed-paired difference lies below 0",
+        {"late_error_8_minus_1": lower})
+    jagged = lambda r: roughness(r["probe_loss"], steps // 2, steps)
+    rough = paired(warm(32), warm(4), jagged)
+    add("larger n_sync gives jagged training curves (stale updates)",
+        "Paine et al., Experiment 3 (Fig. 3, 4)", above(rough),
+        f"8 clients after the warm start: the RMS deviation of the server's per-step probe loss "
+        f"from its own {ROUGHNESS_WINDOW}-step moving average, n_sync 32 minus n_sync 4 (seed-"
+        f"paired); reproduced if its interval lies above 0",
+        {"roughness_32_minus_4": rough,
+         "roughness": {f"n_sync {n}": round(statistics.mean(jagged(r) for r in warm(n).values()),
+                                            5) for n in N_SYNCS}})
+    stale = paired(warm(4), warm(32), late_error)
+    per_day = time_model["steps_per_day"]
+    fewer = per_day[100] < per_day[900]
+    add("n_sync 100 processes fewer minibatches in 24 h than 900, yet ends at a lower error",
+        "Paine et al., Experiment 3 (Fig. 4)", _both(below(stale), fewer),
+        "8 clients after the warm start: late training error at n_sync 4 minus n_sync 32 (the "
+        "smallest and largest asynchronous n_sync, 8× apart as his 100 and 900), interval below "
+        "0; and fewer steps a day at n_sync 100 than 900 on Blue Waters — the time model's "
+        "prediction, not a measurement",
+        {"late_error_4_minus_32": stale, "predicted_steps_per_day": per_day})
+  # A-SGD against synchronous SGD: the config a user runs, on seeds that chose nothing.
+  asgd8 = select(runs, part="validate", label="configs/asgd8.py")
+  sync = select(runs, part="validate", scheme="data")
+  if asgd8 and sync:
+    difference = paired(asgd8, sync, lambda r: r["final_eval_top1"])
+    add("A-SGD with 8 clients learns about as well as synchronous SGD",
+        "Paine et al., Experiment 1 (\"similar performance\" to one GPU's settings)",
+        None if difference is None else difference["mean"] >= -0.05,
+        "configs/asgd8.py against data parallelism on the same 8 × 16 images at the tuned rate, "
+        "equal epochs, on seeds 5–9 (which no choice was made on): reproduced if the mean "
+        "seed-paired difference in final test top-1 is within 5 points",
+        {"asgd8_minus_synchronous": difference,
+         "asgd8_top1": [r["final_eval_top1"] for r in asgd8.values()],
+         "synchronous_top1": [r["final_eval_top1"] for r in sync.values()]})
+  # Su et al.
+  if target and one:
+    base_s = _step_s(one)
+    over_one, over_every_step = {}, {}
+    for method in ("allreduce", "butterfly", "hopping_ring"):
+      for d in (4, 8):
+        cell = lambda every: select(runs, part="su", average_method=method, clients=d,
+                                    sync_every=every, learning_rate=chosen.get(
+                                        "su_rates", {}).get(f"{d}, {every}"))
+        if not all(cell(e) for e in (1, 4, 16)):
+          continue
+        over_one[f"{method}, {d}"] = {
+            f"every {e}": speedup(one, cell(e), target, baseline_step_s=base_s,
+                                  method_step_s=_step_s(cell(e))) for e in (1, 4, 16)}
+        over_every_step[f"{method}, {d}"] = {
+            f"every {e}": speedup(cell(1), cell(e), target, baseline_step_s=_step_s(cell(1)),
+                                  method_step_s=_step_s(cell(e))) for e in (4, 16)}
+    if over_one:
+      add("every way of averaging — all-reduce, butterfly, ring, hopping ring — speeds training "
+          "up over one GPU", "Su, Chen & Morgan (a draft: the methods and the claim, no results)",
+          _all(_any(faster(r) for r in cell.values()) for cell in over_one.values()),
+          f"for every method and replica count (4, 8), some averaging interval (1, 4, 16 steps) "
+          f"reaches {100 * target:.1f}% test top-1 sooner than one client, in time priced on "
+          f"8 K20s, with the speed-up's 95% interval above 1 (ring computes allreduce's mean: "
+          f"its accuracy is allreduce's, and the time model prices both as a ring)",
+          {"speedup_over_one_client": over_one})
+      add("averaging every few minibatches trains faster than averaging every minibatch",
+          "Su, Chen & Morgan (what averaging less often is for)",
+          _all(_any(faster(r) for r in cell.values()) for cell in over_every_step.values()),
+          "for every method and replica count, averaging every 4 or 16 steps reaches the target "
+          "sooner (priced on 8 K20s) than averaging every step, interval above 1; a seed whose "
+          "every-step run never reaches the target is left out, and a cell with fewer than 3 "
+          "usable seeds is not testable",
+          {"speedup_over_every_step": over_every_step})
+  add("8 clients at n_sync 600 reach epoch 22 in 3.3 days (one K20X: 10.7 days)",
+      "Paine et al., Experiment 1", None,
+      "not testable here: the accuracy is ImageNet's, and the time needs the epochs of the "
+      "single-GPU run, which the paper does not give; the time model's days for 22 × 10,009 "
+      "steps of a client among 8, calibrated on 10.7 days taken as 90 epochs, are beside it",
+      {"predicted_days": time_model["days_22_epochs_n_sync_600"], "paper_days": 3.3,
+       "predicted_client_step_s": time_model["client_step_s_n_sync_600"]})
+  return found
+
+
+N_SYNCS_ASYNCHRONOUS = (4, 16, 32)
+N_SYNCS = (1, 4, 16, 32)
+
+
+def _step_s(runs: dict) -> float:
+  return next(iter(runs.values()))["predicted_step_s"]["paper_hardware"]
+
+
+def _both(a, b):
+  return None if a is None or b is None else a and b
+
+
+def _all(values):
+  values = list(values)
+  if any(v is False for v in values):
+    return False
+  return None if not values or any(v is None for v in values) else True
+
+
+def _any(values):
+  values = list(values)
+  if any(v is True for v in values):
+    return True
+  return None if any(v is None for v in values) else False
+
+
+# --- The study's own results: momentum at equal effective step, and what cannot learn --------
+
+
+def momentum_effect(runs: list[dict]) -> list[dict]:
+  """For each effective step and n_sync of the `momentum` part: the final test top-1 of momentum
+  0.9 minus momentum 0 at the same η/(1 − β), paired by seed."""
+  rows = []
+  sweep = [r for r in runs if r["part"] == "momentum" and r["seed"] in STUDY_SEEDS]
+  for n in N_SYNCS:
+    for step in sorted({r["effective_step"] for r in sweep}):
+      cell = {beta: select(sweep, n_sync=n, effective_step=step, momentum=beta)
+              for beta in (0.0, 0.9)}
+      if all(cell.values()):
+        rows.append({"n_sync": n, "effective_step": step,
+                     "top1_momentum_0": round(mean_final(cell[0.0]), 4),
+                     "top1_momentum_0.9": round(mean_final(cell[0.9]), 4),
+                     "difference": paired(cell[0.9], cell[0.0], lambda r: r["final_eval_top1"])})
+  return rows
+
+
+COLLAPSE_TOP1 = 0.2  # twice chance on 10 classes: a run that ends below it has not learned.
+
+
+def collapsed(runs: list[dict]) -> list[dict]:
+  """The `momentum` part's settings that end below COLLAPSE_TOP1 on every seed: what
+  hybrid_parallel/local_sgd/asgd.py warns about (its MEASURED_COLLAPSES)."""
+  sweep = [r for r in runs if r["part"] == "momentum" and r["seed"] in STUDY_SEEDS]
+  found = []
+  for label in dict.fromkeys(r["label"] for r in sweep):
+    chosen = select(sweep, label=label)
+    if all(r["final_eval_top1"] < COLLAPSE_TOP1 for r in chosen.values()):
+      first = next(iter(chosen.values()))
+      found.append({"clients": first["clients"], "n_sync": first["n_sync"],
+                    "momentum": first["momentum"], "effective_step": first["effective_step"],
+                    "server_rule": first["server_rule"], "seeds": len(chosen)})
+  return found
