@@ -14,13 +14,12 @@ the devices:
   machine (it affects nothing where accelerators run the mesh).
 """
 
-import glob
 import importlib.util
-import os
-import re
 import subprocess
 
 from absl import logging
+
+from hybrid_parallel import accelerators
 
 # The CUDA plugins of jax[cuda12] / jax[cuda13]: without one, jaxlib has no GPU backend.
 CUDA_PLUGINS = ("jax_cuda12_plugin", "jax_cuda13_plugin")
@@ -35,7 +34,7 @@ def start(*, cpu_devices: int | None = None) -> None:
   if jax.config.jax_platforms:  # the user's choice needs no advice.
     return
   cuda = any(importlib.util.find_spec(plugin) for plugin in CUDA_PLUGINS)
-  if (cuda or importlib.util.find_spec("libtpu")) and only_the_cpu_can_run():
+  if (cuda or importlib.util.find_spec("libtpu")) and accelerators.only_the_cpu_can_run():
     jax.config.update("jax_platforms", "cpu")
   gpus = nvidia_gpus()
   if gpus and not cuda:
@@ -52,41 +51,3 @@ def nvidia_gpus() -> list[str]:
     return []
   return [line.split(" (UUID")[0] for line in listed.stdout.splitlines()
           if listed.returncode == 0 and line.startswith("GPU ")]
-
-
-# What JAX itself looks for before it opens an accelerator (its private hardware_utils module,
-# read in source and written out here, since private modules are not for import): a Google TPU
-# on the PCI bus, the device files of an NVIDIA GPU (a Linux host, Docker, WSL2), AMD's KFD driver.
-_GOOGLE_PCI_VENDOR = "0x1ae0"
-_NVIDIA_DEVICE_FILES = ("/dev/nvidia0", "/dev/nvidiactl", "/dev/dxg")
-_AMD_KFD_NODES = "/sys/class/kfd/kfd/topology/nodes/*/properties"
-
-
-def _read(path: str) -> str:
-  try:
-    with open(path) as f:
-      return f.read()
-  except OSError:
-    return ""
-
-
-def _google_pci_devices() -> int:
-  """How many PCI functions of Google's (TPU chips) the bus lists."""
-  return sum(_read(vendor).strip() == _GOOGLE_PCI_VENDOR
-             for vendor in glob.glob("/sys/bus/pci/devices/*/vendor"))
-
-
-def _amd_gpus() -> int:
-  """How many of the KFD driver's nodes compute (a GPU's have SIMD units; a CPU's none)."""
-  return sum(int(m.group(1)) > 0 for path in glob.glob(_AMD_KFD_NODES)
-             for m in [re.search(r"\bsimd_count\s+(\d+)", _read(path))] if m)
-
-
-def only_the_cpu_can_run() -> bool:
-  """Whether this machine has no TPU chip and no GPU, by the probes JAX makes before it opens an
-  accelerator: the PCI bus, the NVIDIA device files, the AMD driver."""
-  return (_google_pci_devices() == 0
-          and not any(os.path.exists(path) for path in _NVIDIA_DEVICE_FILES)
-          and _amd_gpus() == 0)
-
-

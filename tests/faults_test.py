@@ -159,7 +159,7 @@ class PreemptionTest(absltest.TestCase):
       process = start(killed, *self.STEPS)
       # Killed once it has logged steps past its last checkpoint: the restart repeats them.
       wait_for(lambda: checkpoints(killed) and losses(killed) and
-               max(losses(killed)) > max(checkpoints(killed)))
+               max(losses(killed)) > max(checkpoints(killed)), processes=[process])
       process.kill()
       process.wait()
       self.assertEqual(process.returncode, -signal.SIGKILL)
@@ -204,11 +204,14 @@ class PreemptionTest(absltest.TestCase):
         wait_for(lambda workdir=workdir: checkpoints(workdir), processes=[process])
       processes[term].send_signal(signal.SIGTERM)
       processes[interrupt].send_signal(signal.SIGINT)
-      # Ctrl-C twice: out at once, nothing saved. The second once the first has been taken (two
-      # pending signals of a kind are one).
+      # A second signal while the first is served (Ctrl-C twice): out at once, nothing saved.
+      # Sent after the first was seen taken, it raced the save of a tiny model (which can end
+      # first on a fast machine); sent to a stopped process, SIGINT and SIGTERM both wait and are
+      # taken in that order when it continues (two pending signals of one kind would be one).
+      processes[twice].send_signal(signal.SIGSTOP)
       processes[twice].send_signal(signal.SIGINT)
-      wait_for(lambda: "finishing the step in flight" in open(logs[twice].name).read())
-      processes[twice].send_signal(signal.SIGINT)
+      processes[twice].send_signal(signal.SIGTERM)
+      processes[twice].send_signal(signal.SIGCONT)
       for process in processes.values():
         process.wait(timeout=120)
       stderr = {workdir: open(log.name).read() for workdir, log in logs.items()}
@@ -221,8 +224,9 @@ class PreemptionTest(absltest.TestCase):
         self.assertEqual(int(saved_state(workdir, step)["step"]), step)
         self.assertEqual(max(losses(workdir)), step)  # the last metrics row is that step's.
         self.assertNotIn("Traceback", stderr[workdir])
-      self.assertEqual(processes[twice].returncode, 130)
-      self.assertIn("error: a second SIGINT arrived; exiting now without saving.", stderr[twice])
+      self.assertEqual(processes[twice].returncode, 128 + signal.SIGTERM)
+      self.assertIn("SIGINT: finishing the step in flight", stderr[twice])
+      self.assertIn("error: a second SIGTERM arrived; exiting now without saving.", stderr[twice])
       self.assertNotIn("saved the checkpoint", stderr[twice])
       self.assertNotIn("Traceback", stderr[twice])
 
@@ -347,8 +351,9 @@ class MultiProcessTest(absltest.TestCase):
                                   r"processes failed \(.*\)|no training step finished in 20 s); "
                                   r"another (process|of the 2 processes) has probably died")
     self.assertEqual(hanging[0].returncode, 1)
-    # About the timeout (since the last step), plus a check period and the exit.
-    self.assertBetween(hung_at - stopped_at, 5, 10 + 15)
+    # After the stop, within the timeout (counted from the last step, which may have been
+    # slow under load: no lower bound but the stop), a check period and the exit.
+    self.assertBetween(hung_at - stopped_at, 0, 10 + 15)
     self.assertIn("error: no training step finished in 10 s; another of the 2 processes has "
                   "probably died or hung (this is process 0).", hung_stderr)
 

@@ -133,15 +133,15 @@ class Counted:
       yield i
 
 
-def _settles(read, *, seconds: float = 5.0):
-  """`read()` once it has stopped changing (polled; at most `seconds`)."""
-  deadline, last = time.monotonic() + seconds, read()
-  while time.monotonic() < deadline:
-    time.sleep(0.2)
-    if (now := read()) == last:
-      return now
-    last = now
-  return last
+def _settles(read, expected, *, seconds: float = 30.0, hold: float = 0.5):
+  """`read()` once it has reached `expected` (polled, for at most `seconds`: a thread starved by
+  a loaded machine gets there late, not never) and then `hold` seconds later: the value it rests
+  at, which a test compares with `expected` (a bound that was overrun shows as a larger value)."""
+  deadline = time.monotonic() + seconds
+  while read() != expected and time.monotonic() < deadline:
+    time.sleep(0.02)
+  time.sleep(hold)
+  return read()
 
 
 class BackgroundTest(absltest.TestCase):
@@ -154,17 +154,19 @@ class BackgroundTest(absltest.TestCase):
     items = input_pipeline.in_background(iter(source), depth=3)
     self.assertEqual(next(items), 0)
     # 1 taken, 3 waiting in the queue, 1 in the producer's hand waiting for room.
-    self.assertEqual(_settles(lambda: source.taken), 5)
+    self.assertEqual(_settles(lambda: source.taken, 5), 5)
     self.assertEqual([next(items) for _ in range(4)], [1, 2, 3, 4])
 
   def test_closing_stops_the_producer(self):
     source = Counted()
     items = input_pipeline.in_background(iter(source), depth=2)
     next(items)
+    # Closed once the producer is full (1 taken + 2 queued + 1 in hand), it takes no more.
+    self.assertEqual(_settles(lambda: source.taken, 4), 4)
     items.close()
-    self.assertEqual(_settles(lambda: source.taken), 4)  # 1 + 2 queued + 1 in hand, no more.
+    self.assertEqual(_settles(lambda: source.taken, 4), 4)
     producers = lambda: sum(t.name == "input_pipeline" for t in threading.enumerate())
-    self.assertEqual(_settles(producers), 0)
+    self.assertEqual(_settles(producers, 0), 0)
 
   def test_a_producer_error_is_raised_where_its_item_was_due(self):
     items = input_pipeline.in_background(iter(Counted(fail_at=3)), depth=2)

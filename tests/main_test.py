@@ -14,7 +14,7 @@ import unittest
 
 from absl.testing import absltest, parameterized
 
-from hybrid_parallel import platforms
+from hybrid_parallel import accelerators, platforms
 from tests import testing
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -96,7 +96,7 @@ class RunTest(absltest.TestCase):
 
   # With an accelerator, JAX_PLATFORMS unset puts main.py's default backend on it (a lent GPU:
   # its one GPU cannot hold the 2×2 mesh, the CPU stands in, and the note says so instead).
-  @unittest.skipUnless(platforms.only_the_cpu_can_run(),
+  @unittest.skipUnless(accelerators.only_the_cpu_can_run(),
                        "needs a machine without an accelerator: this is the run such a machine "
                        "simulates its devices for")
   def test_hybrid4_simulates_its_devices_writes_metrics_and_a_profile_to_its_default_workdir(self):

@@ -15,6 +15,7 @@ from packaging.markers import Marker
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
+from notebooks import runtime
 from tests import testing
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -45,22 +46,21 @@ def wheel_modules(wheel: str) -> set[str]:
   return names
 
 
+def as_tuples(found) -> set[tuple]:
+  """(name, extras, version specifier, environment marker) of each Requirement."""
+  return {(canonicalize_name(r.name), tuple(sorted(r.extras)), str(r.specifier),
+           str(r.marker or "")) for r in found}
+
+
 def requirements(lines) -> set[tuple]:
-  """(name, extras, version specifier, environment marker) of each requirement line; comments,
-  blanks and `-r` includes skipped."""
-  found = set()
-  for line in lines:
-    line = line.split("#")[0].strip()
-    if line and not line.startswith("-r"):
-      r = Requirement(line)
-      found.add((canonicalize_name(r.name), tuple(sorted(r.extras)), str(r.specifier),
-                 str(r.marker or "")))
-  return found
+  """`as_tuples` of requirement strings (pyproject.toml's lists)."""
+  return as_tuples(map(Requirement, lines))
 
 
 def read_requirements(name: str) -> set[tuple]:
-  with open(os.path.join(ROOT, name)) as f:
-    return requirements(f)
+  """`as_tuples` of a requirements file's own lines, its `-r` includes skipped: read as the
+  notebook and the accelerator report read it (notebooks/runtime.py)."""
+  return as_tuples(runtime.read_requirements(os.path.join(ROOT, name), follow_includes=False))
 
 
 def version_for(name: str, pins: set[tuple], python: str) -> str:

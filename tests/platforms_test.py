@@ -12,12 +12,12 @@ import unittest
 
 from absl.testing import absltest
 
-from hybrid_parallel import platforms
+from hybrid_parallel import accelerators, platforms
 from tests.main_test import ROOT, nvidia_smi_listing
 
 # CI's machine: libtpu installed (requirements-test.txt), no accelerator.
 WITHOUT_ACCELERATOR_WITH_LIBTPU = unittest.skipUnless(
-    importlib.util.find_spec("libtpu") and platforms.only_the_cpu_can_run(),
+    importlib.util.find_spec("libtpu") and accelerators.only_the_cpu_can_run(),
     "needs a machine without an accelerator, with libtpu installed (CI's)")
 
 # What libtpu prints when JAX opens it on a machine without a TPU, and JAX's line after it.

@@ -2,8 +2,10 @@
 few-step training helper."""
 
 import importlib.util
+import math
 import os
 import unittest
+from typing import NamedTuple
 
 import jax
 import numpy as np
@@ -111,3 +113,30 @@ def float64_steps(model_name: str, scheme: str, data: int, model: int, config, b
     _, losses, variables = train_steps(build(model_name, scheme, data, model, config, batch),
                                        batches)
   return losses, variables
+
+
+class Interval(NamedTuple):
+  """Where a figure a report rounded (or a quotient of such figures) truly lies: [low, high]."""
+  low: float
+  high: float
+
+  def __truediv__(self, other: "Interval") -> "Interval":
+    """The quotient's interval, for positive intervals."""
+    assert self.low >= 0 and other.low > 0, (self, other)
+    return Interval(self.low / other.high, self.high / other.low)
+
+  def overlaps(self, other: "Interval") -> bool:
+    return max(self.low, other.low) <= min(self.high, other.high)
+
+
+def rounded(value: float, *, decimals: int | None = None, significant: int | None = None,
+            ) -> Interval:
+  """The values that `round(x, decimals)` (or rounding to `significant` figures) turns into
+  `value`: value ± half a unit in its last kept place. (The float's own representation error,
+  ~1e-16 relative, is covered by widening the half unit by a millionth of itself.)"""
+  if decimals is not None:
+    half = 0.5 * 10.0 ** -decimals
+  else:
+    half = 0.5 * 10.0 ** (math.floor(math.log10(abs(value))) - significant + 1) if value else 0.0
+  half *= 1 + 1e-6
+  return Interval(value - half, value + half)

@@ -124,6 +124,17 @@ def median_ms(run, repeats: int) -> float:
   return 1e3 * float(np.median(time_steps(run, repeats)))
 
 
+# How `measure` rounds each rate (tests/accelerator_test.py derives its tolerances from it). MFU
+# to significant figures: a CPU's is ~0.002, of which four decimals kept one or two figures.
+ROUNDING = {"images_per_sec": {"decimals": 1}, "step_ms": {"decimals": 2},
+            "mfu": {"significant": 4}}
+
+
+def rounded(value: float, *, decimals: int | None = None, significant: int | None = None) -> float:
+  """`value` to `decimals` places, or to `significant` figures."""
+  return round(value, decimals) if decimals is not None else float(f"{value:.{significant}g}")
+
+
 def measure(config, *, num_classes: int, steps: int, warmup: int,
             compiler_options: dict | None = None, pipelined: bool = False) -> dict:
   """The harness every step-timing benchmark shares: compiles the config's train step on
@@ -143,9 +154,10 @@ def measure(config, *, num_classes: int, steps: int, warmup: int,
   stats = devices[0].memory_stats() or {}
 
   def rates(seconds: float, suffix: str = "") -> dict:
-    return {f"images_per_sec{suffix}": round(batch / seconds, 1),
-            f"step_ms{suffix}": round(1e3 * seconds, 2),
-            f"mfu{suffix}": round(flops * batch / seconds / peak_flops, 4) if peak_flops else None}
+    figures = {"images_per_sec": batch / seconds, "step_ms": 1e3 * seconds,
+               "mfu": flops * batch / seconds / peak_flops if peak_flops else None}
+    return {f"{name}{suffix}": None if value is None else rounded(value, **ROUNDING[name])
+            for name, value in figures.items()}
 
   row = {"model": config.model, "dtype": config.dtype, "batch": batch, **rates(seconds),
          "compile_s": round(compile_s, 1),

@@ -91,6 +91,7 @@ from benchmarks.speed import accelerator_tables, gpu_topologies
 from configs import default
 from hybrid_parallel import layers, models, partitioning, platforms
 from hybrid_parallel.analysis import costmodel, hardware, hlo_stats
+from notebooks import runtime  # the one reader of the requirements files.
 
 # JAX would take 75% of the GPU's memory at its first use, leaving the PyTorch worker too little;
 # with this it takes what it uses (and the device's peak figure means something). Read when the
@@ -218,10 +219,8 @@ def environment() -> dict:
 def installed_requirements() -> dict[str, str | None]:
   """The installed version of each package requirements.txt and requirements-test.txt name
   (None where it is missing)."""
-  names = []
-  for file in ("requirements.txt", "requirements-test.txt"):
-    with open(os.path.join(ROOT, file)) as f:
-      names += [m[1] for m in map(re.compile(r"([A-Za-z0-9_.-]+)==").match, f) if m]
+  names = [r.name for file in ("requirements.txt", "requirements-test.txt")
+           for r in runtime.read_requirements(os.path.join(ROOT, file), follow_includes=False)]
   versions = {}
   for name in dict.fromkeys(names):
     try:

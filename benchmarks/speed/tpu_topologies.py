@@ -25,8 +25,11 @@ class Device:
 # v2: 45 TFLOP/s and 16 GiB per chip; v4: 275 TFLOP/s, 32 GiB, HBM 1,200 GB/s; v5e: 197 TFLOP/s,
 # 16 GiB, HBM 819 GB/s, ICI 400 GB/s bidirectional; v6e: 918 TFLOP/s, 32 GiB, HBM 1,638 GB/s,
 # ICI 800 GB/s. (v4's ICI bandwidth per chip is not stated on its page.)
+# v5e:1x1 is Colab's TPU since 2025-09 (one chip, "v5e-1"; googlecolab/colabtools#5566) and v5e:2x4
+# Kaggle's v5e-8; v2:2x2 was Colab's TPU v2-8 until then (its rows are kept as history).
 TOPOLOGIES = {"v2:2x2": Device(22.5e12, 8 * 2**30),
               "v4:2x2x1": Device(275e12, 32 * 2**30, 1200e9, chip_config_name="megacore"),
+              "v5e:1x1": Device(197e12, 16 * 2**30, 819e9, 200e9),
               "v5e:2x4": Device(197e12, 16 * 2**30, 819e9, 200e9),
               "v6e:2x2": Device(918e12, 32 * 2**30, 1638e9, 400e9)}
 
