@@ -65,7 +65,11 @@ class Preemption:
 
 
 class NonFiniteStep(FloatingPointError):
-  """The loss or the gradients of a step were NaN or Inf."""
+  """The loss or the gradients of step `step` were NaN or Inf."""
+
+  def __init__(self, message: str, *, step: int):
+    super().__init__(message)
+    self.step = step
 
 
 def check_finite(step: int, metrics: dict, last_checkpoint: int | None) -> None:
@@ -79,7 +83,7 @@ def check_finite(step: int, metrics: dict, last_checkpoint: int | None) -> None:
   kept = (f"the last good checkpoint (step {last_checkpoint}) is kept" if last_checkpoint
           else "no checkpoint had been written")
   raise NonFiniteStep(f"{what} at step {step}; {kept} (config.skip_nonfinite_steps skips such "
-                      f"steps instead).")
+                      f"steps instead).", step=step)
 
 
 class ChanceWatch:

@@ -67,7 +67,7 @@ from benchmarks.papers import asynchronous_findings as rules
 from benchmarks.papers import tables
 from benchmarks.speed import gpu_topologies
 from configs import default
-from hybrid_parallel import models, partitioning, platforms
+from hybrid_parallel import faults, models, partitioning, platforms
 from hybrid_parallel.analysis import costmodel, hardware
 
 PARTS = ("reference", "synchronous", "momentum", "paine1", "paine2", "paine3", "su", "validate")
@@ -209,15 +209,27 @@ def config_of(setting: Setting, seed: int):
   return config
 
 
+CHANCE_TOP1 = 0.1  # digits' 10 classes, 36 test images each: what a model of NaNs scores.
+
+
 def train_run(config) -> dict:
-  """One run's curves: test top-1 at every evaluation, and the probe's loss and error a step."""
+  """One run's curves: test top-1 at every evaluation, and the probe's loss and error a step. A
+  run whose loss or gradients became NaN stops there (`diverged_at_step`) and is scored at
+  chance: its model predicts one class."""
+  diverged_at = None
   with tempfile.TemporaryDirectory() as workdir:
-    train.train_config(config, workdir)
+    try:
+      train.train_config(config, workdir)
+    except faults.NonFiniteStep as e:
+      diverged_at = e.step
     with open(os.path.join(workdir, "metrics.jsonl")) as f:
       rows = [json.loads(line) for line in f]
+  losses = [r["train_loss"] for r in rows if "train_loss" in r]
   run = {"eval_top1": [[r["step"], round(r["eval_top1"], 4)] for r in rows if "eval_top1" in r],
-         "final_train_loss": round([r["train_loss"] for r in rows if "train_loss" in r][-1], 4)}
-  run["final_eval_top1"] = run["eval_top1"][-1][1]
+         "final_train_loss": round(losses[-1], 4) if losses else None,
+         "diverged_at_step": diverged_at}
+  run["final_eval_top1"] = (CHANCE_TOP1 if diverged_at is not None or not run["eval_top1"]
+                            else run["eval_top1"][-1][1])
   probes = [r for r in rows if "probe_loss" in r]
   if probes:
     run["probe_loss"] = [round(r["probe_loss"], 4) for r in probes]
@@ -281,10 +293,10 @@ def machines() -> dict:
 
 
 def run_settings(settings: list[Setting], *, seeds, all_machines: dict, done: list[dict],
-                 config=config_of) -> list[dict]:
+                 config=config_of, save=lambda rows: None) -> list[dict]:
   """Every setting's runs on `seeds` and on every seed `done` (an earlier run's rows of the same
   part) has for it, in seed order: a seed already in `done` kept as it is, the others trained.
-  A setting no longer made is dropped."""
+  A setting no longer made is dropped. `save(rows so far)` after each setting that trained."""
   rows = []
   for setting in settings:
     prediction = predicted_step_s(setting, all_machines)
@@ -297,8 +309,10 @@ def run_settings(settings: list[Setting], *, seeds, all_machines: dict, done: li
       row = {**fields, "seed": seed, "effective_step": setting.effective_step,
              **train_run(config(setting, seed)), "predicted_step_s": prediction}
       rows.append(row)
-      print(json.dumps({k: row[k] for k in ("part", "label", "seed", "final_eval_top1")}),
-            flush=True)
+      print(json.dumps({k: row[k] for k in ("part", "label", "seed", "final_eval_top1",
+                                            "diverged_at_step")}), flush=True)
+    if set(seeds) - set(earlier):
+      save(rows)
   return rows
 
 
@@ -369,7 +383,7 @@ def _needs(chosen: dict, key: str, part: str):
   return chosen[key]
 
 
-def validate_runs(runs: list[dict], *, all_machines: dict, done: list[dict]) -> list[dict]:
+def validate_runs(runs: list[dict], *, all_machines: dict, done: list[dict], save) -> list[dict]:
   """configs/asgd8.py and data 8×1 at the synchronous part's rate, on VALIDATION_SEEDS."""
   from configs import asgd8  # the config this part validates (its docstring quotes the result).
   chosen = choices(runs)
@@ -391,7 +405,7 @@ def validate_runs(runs: list[dict], *, all_machines: dict, done: list[dict]) -> 
     return config_of(setting, seed)
 
   return run_settings([asgd, sync], seeds=VALIDATION_SEEDS, all_machines=all_machines,
-                      done=done, config=configure)
+                      done=done, config=configure, save=save)
 
 
 def main(argv):
@@ -408,17 +422,27 @@ def main(argv):
   for part in _PARTS.value:
     done = [r for r in result["runs"] if r["part"] == part]
     others = [r for r in result["runs"] if r["part"] != part]
+
+    def save(rows, done=done, others=others):
+      """The part's runs so far, and its earlier runs of settings not reached yet: a long run
+      stopped keeps what it finished."""
+      reached = {r["label"] for r in rows}
+      # The parts in their order, whichever ran last: the JSON depends on the runs alone.
+      result["runs"] = sorted(others + rows + [r for r in done if r["label"] not in reached],
+                              key=lambda r: PARTS.index(r["part"]))
+      publish(result, all_machines, path)
+
     if part == "validate":
-      made = validate_runs(result["runs"], all_machines=all_machines, done=done)
+      made = validate_runs(result["runs"], all_machines=all_machines, done=done, save=save)
     else:
       made = run_settings(part_settings(part, choices(result["runs"])), seeds=seeds,
-                          all_machines=all_machines, done=done)
+                          all_machines=all_machines, done=done, save=save)
       if part in ("reference", "su"):  # their second half depends on their first.
         made = run_settings(part_settings(part, choices(others + made)), seeds=seeds,
-                            all_machines=all_machines, done=made)
-    # The parts in their order, whichever ran last: the JSON depends on the runs alone.
+                            all_machines=all_machines, done=made, save=save)
+    # The settings no longer made are gone now, not only those not reached.
     result["runs"] = sorted(others + made, key=lambda r: PARTS.index(r["part"]))
-    publish(result, all_machines, path)  # after every part: a long run keeps what it finished.
+    publish(result, all_machines, path)
   plot(result, os.path.join(_OUT.value, "asynchronous.png"))
   print(tables.asynchronous_findings(result))
 

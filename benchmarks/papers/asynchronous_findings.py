@@ -121,6 +121,17 @@ def verdict(holds: bool | None) -> str:
 # --- Curves ---------------------------------------------------------------------------------
 
 
+def probed(run: dict) -> bool:
+  """Whether the run has a whole probe curve (it was probed and did not diverge)."""
+  return "probe_loss" in run and run.get("diverged_at_step") is None
+
+
+def on_probe(function):
+  """`function(run)`, or None for a run without a whole probe curve (a comparison leaves its
+  seed out: `paired`)."""
+  return lambda run: function(run) if probed(run) else None
+
+
 def mean_over(values: list[float], start: int, stop: int) -> float:
   return statistics.mean(values[start:stop])
 
@@ -210,8 +221,8 @@ def findings(runs: list[dict], chosen: dict, time_model: dict) -> list[dict]:
     if not (one2 and many["sum"]):
       continue
     steps = len(next(iter(one2.values()))["probe_loss"])
-    early = lambda r: mean_over(r["probe_loss"], 0, steps // 10)
-    late = lambda r: slope_per_100_steps(r["probe_loss"], steps // 2, steps)
+    early = on_probe(lambda r: mean_over(r["probe_loss"], 0, steps // 10))
+    late = on_probe(lambda r: slope_per_100_steps(r["probe_loss"], steps // 2, steps))
     cells = {rule: {"early_loss_32_minus_1": paired(m, one2, early),
                     "late_slope_32_minus_1": paired(m, one2, late)} for rule, m in many.items()}
     summed = cells["sum"]
@@ -228,7 +239,7 @@ def findings(runs: list[dict], chosen: dict, time_model: dict) -> list[dict]:
   warm = lambda n: select(runs, part="paine3", clients=8, n_sync=n, warm_start_momentum=True)
   if one3 and all(warm(n) for n in N_SYNCS_ASYNCHRONOUS):
     steps = len(next(iter(one3.values()))["probe_loss"])
-    late_error = lambda r: mean_over(r["probe_error"], steps - steps // 10, steps)
+    late_error = on_probe(lambda r: mean_over(r["probe_error"], steps - steps // 10, steps))
     lower = {f"n_sync {n}": paired(warm(n), one3, late_error) for n in N_SYNCS_ASYNCHRONOUS}
     add("with a warm start more clients reach a lower training error at every n_sync",
         "Paine et al., Experiment 3 (Fig. 3)", _all(below(ci) for ci in lower.values()),
@@ -237,7 +248,7 @@ def findings(runs: list[dict], chosen: dict, time_model: dict) -> list[dict]:
         "of the run; reproduced if at every asynchronous n_sync (4, 16, 32) the interval of the "
         "seed-paired difference lies below 0",
         {"late_error_8_minus_1": lower})
-    jagged = lambda r: roughness(r["probe_loss"], steps // 2, steps)
+    jagged = on_probe(lambda r: roughness(r["probe_loss"], steps // 2, steps))
     rough = paired(warm(32), warm(4), jagged)
     add("larger n_sync gives jagged training curves (stale updates)",
         "Paine et al., Experiment 3 (Fig. 3, 4)", above(rough),
@@ -245,8 +256,8 @@ def findings(runs: list[dict], chosen: dict, time_model: dict) -> list[dict]:
         f"from its own {ROUGHNESS_WINDOW}-step moving average, n_sync 32 minus n_sync 4 (seed-"
         f"paired); reproduced if its interval lies above 0",
         {"roughness_32_minus_4": rough,
-         "roughness": {f"n_sync {n}": round(statistics.mean(jagged(r) for r in warm(n).values()),
-                                            5) for n in N_SYNCS}})
+         "roughness": {f"n_sync {n}": _mean_defined(jagged(r) for r in warm(n).values())
+                       for n in N_SYNCS}})
     stale = paired(warm(4), warm(32), late_error)
     per_day = time_model["steps_per_day"]
     fewer = per_day[100] < per_day[900]
@@ -314,6 +325,11 @@ def findings(runs: list[dict], chosen: dict, time_model: dict) -> list[dict]:
       {"predicted_days": time_model["days_22_epochs_n_sync_600"], "paper_days": 3.3,
        "predicted_client_step_s": time_model["client_step_s_n_sync_600"]})
   return found
+
+
+def _mean_defined(values) -> float | None:
+  defined = [v for v in values if v is not None]
+  return round(statistics.mean(defined), 5) if defined else None
 
 
 N_SYNCS_ASYNCHRONOUS = (4, 16, 32)

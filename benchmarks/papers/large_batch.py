@@ -124,13 +124,13 @@ def run_cell(config, train) -> dict:
     try:
       final = train.train_config(config, workdir)
     except faults.NonFiniteStep as e:
-      diverged_at, final = str(e).split(" at step ")[1].split(";")[0], None
+      diverged_at, final = e.step, None
     seconds = time.perf_counter() - start
     with open(os.path.join(workdir, "metrics.jsonl")) as f:
       rows = [json.loads(line) for line in f]
   return {"eval_top1": round(final["eval_top1"], 4) if final else None,
           "eval_loss": round(final["eval_loss"], 4) if final else None,
-          "diverged_at_step": int(diverged_at) if diverged_at else None,
+          "diverged_at_step": diverged_at,
           "seconds": round(seconds, 1),
           "train_loss": [round(r["train_loss"], 4) for r in rows if "train_loss" in r]}
 

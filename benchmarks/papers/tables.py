@@ -5,6 +5,7 @@ owt_variants, large_batch, asynchronous."""
 import statistics
 
 from benchmarks import over_seeds, per_row, percent, seed_statistics, table
+from benchmarks.papers import asynchronous_findings as rules
 
 
 # Every config trained end to end by main.py.
@@ -146,73 +147,227 @@ def _spread(values) -> str:
   return over_seeds({"eval_top1": values, **seed_statistics(values)})
 
 
-def _by_label(runs, part):
-  """(label, its runs, one of them) in order, for the runs of `part`."""
-  labels = dict.fromkeys(r["label"] for r in runs if r["part"].startswith(part))
-  for label in labels:
-    chosen = [r for r in runs if r["label"] == label]
-    yield label, chosen, chosen[0]
+# --- docs/asynchronous.md (benchmarks/papers/asynchronous.py) ---------------------------------
 
 
-def _rows_of(part):
-  """The rows of `part`'s table: one per setting, with its runs and the first of them."""
+def _runs_by_label(result, part):
+  """The settings of `part` in order: (label, its runs)."""
+  runs = [r for r in result["runs"] if r["part"] == part]
+  for label in dict.fromkeys(r["label"] for r in runs):
+    yield label, [r for r in runs if r["label"] == label]
+
+
+def _setting_rows(part, **extra):
+  """One row per setting of `part`: its first run's fields, its runs, and `extra`'s cells."""
   def rows(result):
-    return [{"label": label, "runs": chosen, "first": first}
-            for label, chosen, first in _by_label(result["runs"], part)]
+    return [{**chosen[0], "runs": chosen, **{k: f(chosen, result) for k, f in extra.items()}}
+            for _, chosen in _runs_by_label(result, part)]
   return rows
 
 
-_FINAL = ("final test top-1 % (mean ± sd over seeds [± sampling])",
-          lambda r: _spread([x["final_eval_top1"] for x in r["runs"]]))
-
-# Why A-SGD at n_sync 4 collapsed: one change at a time.
-asynchronous_cause = per_row(
-    ("run", "{label}"), ("seeds", lambda r: len(r["runs"])),
-    ("momentum", lambda r: r["first"]["momentum"]),
-    ("rate per client", lambda r: r["first"]["learning_rate"]), _FINAL,
-    ("lowest seed", lambda r: percent(min(x["final_eval_top1"] for x in r["runs"]))),
-    rows=_rows_of("cause"))
+_TOP1 = ("final test top-1 % (mean ± sd over seeds [± sampling])",
+         lambda r: _spread([x["final_eval_top1"] for x in r["runs"]]))
+_SEEDS = ("seeds", lambda r: len(r["runs"]))
 
 
-def late_error(run) -> float:
-  """The training error over the last tenth of a run (Paine smooths over 400 of ~10,000 steps
-  an epoch; here a tenth of 360 steps is about that share of the curve)."""
-  tail = run["train_error"][-max(1, len(run["train_error"]) // 10):]
-  return statistics.mean(e for _, e in tail)
+def _interval(ci, scale: float = 1.0, digits: int = 1) -> str:
+  """ "mean [low, high]" of an interval (asynchronous_findings.interval), `scale`d."""
+  if ci is None:
+    return "—"
+  low, high = ci["ci95"]
+  return f"{scale * ci['mean']:+.{digits}f} [{scale * low:+.{digits}f}, {scale * high:+.{digits}f}]"
 
 
-# Paine et al.'s experiments at digits' scale.
-asynchronous_paine = per_row(
-    ("run", "{label}"), ("clients", lambda r: r["first"]["clients"]),
-    ("n_sync (% of an epoch)", lambda r: "—" if r["first"]["n_sync"] is None else
-     f"{r['first']['n_sync']} ({100 * r['first']['staleness_fraction_of_epoch']:.1f}%)"),
-    ("warm start", lambda r: f"{100 * r['first']['warm_start_fraction']:.0f}%"),
-    _FINAL,
-    ("late training error %",
-     lambda r: f"{100 * statistics.mean(late_error(x) for x in r['runs']):.1f}"),
+def _speedup(result) -> str:
+  """A speed-up (asynchronous_findings.speedup): "×mean [low, high]", and its missed seeds."""
+  if result is None:
+    return "—"
+  text = (f"×{result['geometric_mean']} [{result['ci95'][0]}, {result['ci95'][1]}]"
+          if result["ci95"] else
+          f"×{result['geometric_mean']}" if result["geometric_mean"] else "—")
+  notes = [f"{len(result[k])} seed{'s' * (len(result[k]) > 1)} {what}"
+           for k, what in (("method_missed", "never reached it"),
+                           ("baseline_missed", "left out: the baseline never reached it"))
+           if result[k]]
+  return text + (f" ({'; '.join(notes)})" if notes else "")
+
+
+def _mean_steps_to(target_key):
+  def cell(r, result):
+    target = result["chosen"].get(target_key)
+    steps = [rules.steps_to(x, target) for x in r["runs"]] if target else []
+    reached = [s for s in steps if s != float("inf")]
+    if not reached:
+      return "never" if steps else "—"
+    return (f"{statistics.mean(reached):.0f}" +
+            (f" ({len(steps) - len(reached)} of {len(steps)} never)" if len(reached) < len(steps)
+             else ""))
+  return cell
+
+
+def _over_probed(function, digits: str = ".3f"):
+  """The mean over a setting's runs with a whole probe curve of `function(run)`, and how many
+  diverged (their curves stop where they did)."""
+  def cell(r):
+    values = [function(x) for x in r["runs"] if rules.probed(x)]
+    diverged = len(r["runs"]) - len(values)
+    text = format(statistics.mean(values), digits) if values else "—"
+    return text + (f" ({diverged} diverged)" if diverged else "")
+  return cell
+
+
+def _probe_mean(key, start, stop):
+  """A probed curve's mean over [start, stop) of its length, over the runs."""
+  return _over_probed(lambda x: statistics.mean(
+      x[key][int(start * len(x[key])):int(stop * len(x[key]))]))
+
+
+asynchronous_reference = per_row(
+    ("run", "{label}"), ("rate", "{learning_rate}"), ("steps", "{steps}"), _SEEDS, _TOP1,
+    ("client steps to the target (mean)", lambda r: r["to_target"]),
+    rows=_setting_rows("reference", to_target=lambda chosen, result: _mean_steps_to(
+        "target_top1" if chosen[0]["steps"] == 1080 else "su_target_top1")(
+            {"runs": chosen}, result)))
+
+asynchronous_synchronous = per_row(
+    ("run", "{label}"), ("rate (global batch of 128)", "{learning_rate}"), _SEEDS, _TOP1,
+    rows=_setting_rows("synchronous"))
+
+
+def _momentum_rows(result):
+  return result.get("momentum_effect", [])
+
+
+asynchronous_momentum = per_row(
+    ("n_sync", "{n_sync}"), ("η/(1−β)", "{effective_step}"),
+    ("momentum 0: η, top-1 %", lambda r: f"{r['effective_step']}, "
+                                          f"{100 * r['top1_momentum_0']:.1f}"),
+    ("momentum 0.9: η, top-1 %", lambda r: f"{round(r['effective_step'] * 0.1, 6)}, "
+                                            f"{100 * r['top1_momentum_0.9']:.1f}"),
+    ("0.9 − 0, points (95% interval)", lambda r: _interval(r["difference"], 100)),
+    rows=_momentum_rows)
+
+
+def _paine1_rows(result):
+  chosen = result["chosen"]
+  target = chosen.get("target_top1")
+  one = rules.select(result["runs"], part="reference", steps=1080,
+                     learning_rate=chosen.get("one_client_rate"))
+  rows = []
+  for label, runs in _runs_by_label(result, "paine1"):
+    by_seed = {r["seed"]: r for r in runs}
+    rows.append({**runs[0], "runs": runs, "speedup": rules.speedup(
+        one, by_seed, target, baseline_step_s=next(iter(one.values()))["predicted_step_s"][
+            "paper_hardware"], method_step_s=runs[0]["predicted_step_s"]["paper_hardware"])
+                 if one and target else None,
+                 "to_target": _mean_steps_to("target_top1")({"runs": runs}, result)})
+  return rows
+
+
+asynchronous_paine1 = per_row(
+    ("run", "{label}"), ("server", "{server_rule}"), ("n_sync", "{n_sync}"), _SEEDS, _TOP1,
+    ("client steps to the target (mean)", "{to_target}"),
+    ("speed-up over one client, priced on Blue Waters (95% interval)",
+     lambda r: _speedup(r["speedup"])),
     ("predicted s per step: Blue Waters / H100 node",
-     lambda r: "{paper_hardware} / {h100_node}".format_map(r["first"]["predicted_step_s"])),
-    rows=_rows_of("paine"))
+     lambda r: "{paper_hardware} / {h100_node}".format_map(r["predicted_step_s"])),
+    rows=_paine1_rows)
 
-# Su et al.'s four averaging methods.
+
+def _late_slope(run):
+  n = len(run["probe_loss"])
+  return rules.slope_per_100_steps(run["probe_loss"], n // 2, n)
+
+
+def _rough(run):
+  n = len(run["probe_loss"])
+  return rules.roughness(run["probe_loss"], n // 2, n)
+
+
+asynchronous_paine2 = per_row(
+    ("run", "{label}"), ("clients", "{clients}"), ("server", lambda r: r["server_rule"] or "—"),
+    ("n_sync", lambda r: r["n_sync"] or "—"), _SEEDS,
+    ("probe loss, first tenth", _probe_mean("probe_loss", 0, 0.1)),
+    ("probe loss slope per 100 steps, second half", _over_probed(_late_slope, "+.3f")),
+    ("final probe loss", _probe_mean("probe_loss", 0.9, 1.0)), _TOP1,
+    rows=_setting_rows("paine2"))
+
+
+asynchronous_paine3 = per_row(
+    ("run", "{label}"), ("clients", "{clients}"), ("n_sync", lambda r: r["n_sync"] or "—"),
+    ("momentum after the warm start", lambda r: "—" if r["clients"] == 1 else
+     "client 0's" if r["warm_start_momentum"] else "zero"), _SEEDS,
+    ("late training error % (probe)", _over_probed(
+        lambda x: 100 * statistics.mean(x["probe_error"][-len(x["probe_error"]) // 10:]), ".1f")),
+    ("roughness of the probe loss, second half", _over_probed(_rough, ".4f")), _TOP1,
+    ("predicted s per step: Blue Waters / H100 node",
+     lambda r: "{paper_hardware} / {h100_node}".format_map(r["predicted_step_s"])),
+    rows=_setting_rows("paine3"))
+
+
+def _su_rows(result):
+  chosen = result["chosen"]
+  rates = chosen.get("su_rates", {})
+  target = chosen.get("su_target_top1")
+  one = rules.select(result["runs"], part="reference", steps=540)
+  rows = []
+  for label, runs in _runs_by_label(result, "su"):
+    first = runs[0]
+    if rates.get(f"{first['clients']}, {first['sync_every']}") != first["learning_rate"]:
+      continue  # a rate allreduce did not choose: in the tuning table.
+    by_seed = {r["seed"]: r for r in runs}
+    every_step = rules.select(result["runs"], part="su", average_method=first["average_method"],
+                              clients=first["clients"], sync_every=1,
+                              learning_rate=rates.get(f"{first['clients']}, 1"))
+    price = lambda runs: next(iter(runs.values()))["predicted_step_s"]["paper_hardware"]
+    rows.append({**first, "runs": runs,
+                 "over_one": rules.speedup(one, by_seed, target, baseline_step_s=price(one),
+                                           method_step_s=price(by_seed)) if one else None,
+                 "over_every_step": None if first["sync_every"] == 1 else rules.speedup(
+                     every_step, by_seed, target, baseline_step_s=price(every_step),
+                     method_step_s=price(by_seed)),
+                 "to_target": _mean_steps_to("su_target_top1")({"runs": runs}, result)})
+  return rows
+
+
 asynchronous_su = per_row(
-    ("method", lambda r: r["first"]["average_method"]),
-    ("every", lambda r: r["first"]["sync_every"]), ("replicas", lambda r: r["first"]["clients"]),
-    _FINAL,
+    ("method", "{average_method}"), ("every", "{sync_every}"), ("replicas", "{clients}"),
+    ("rate (chosen on allreduce)", "{learning_rate}"), _SEEDS, _TOP1,
+    ("steps to the target (mean)", "{to_target}"),
+    ("speed-up over one client, priced on 8 K20s", lambda r: _speedup(r["over_one"])),
+    ("over averaging every step", lambda r: _speedup(r["over_every_step"])),
     ("predicted s per step: 8 K20s / H100 node",
-     lambda r: "{paper_hardware} / {h100_node}".format_map(r["first"]["predicted_step_s"])),
-    rows=_rows_of("su"))
+     lambda r: "{paper_hardware} / {h100_node}".format_map(r["predicted_step_s"])),
+    rows=_su_rows)
 
-# The papers' claims against the runs.
-def _evidence(value, top: bool = True) -> str:
-  """A finding's numbers, compactly: `key value; key {k: v, …}`."""
+asynchronous_su_rates = per_row(
+    ("replicas", "{clients}"), ("every", "{sync_every}"), ("rate", "{learning_rate}"), _SEEDS,
+    _TOP1, rows=lambda result: [{**runs[0], "runs": runs} for _, runs in
+                                _runs_by_label(result, "su")
+                                if runs[0]["average_method"] == "allreduce"])
+
+asynchronous_validate = per_row(
+    ("run", "{label}"), ("seeds", lambda r: ", ".join(str(x["seed"]) for x in r["runs"])), _TOP1,
+    ("each seed", lambda r: ", ".join(f"{100 * x['final_eval_top1']:.1f}" for x in r["runs"])),
+    rows=_setting_rows("validate"))
+
+
+def _evidence_value(value) -> str:
+  """An interval, a speed-up, a dict or a number of a finding's evidence, compactly."""
+  if isinstance(value, dict) and {"ci95", "mean", "n"} <= set(value):
+    return f"{_interval(value, 1.0, 4)} (n {value['n']})"
+  if isinstance(value, dict) and "geometric_mean" in value:
+    return _speedup(value)
   if isinstance(value, dict):
-    items = [f"{str(k).replace('_', ' ')}{' ' if top else ': '}{_evidence(v, False)}"
-             for k, v in value.items()]
-    return "; ".join(items) if top else "{" + ", ".join(items) + "}"
+    return "{" + "; ".join(f"{str(k).replace('_', ' ')}: {_evidence_value(v)}"
+                           for k, v in value.items()) + "}"
   if isinstance(value, list):
-    return "[" + ", ".join(_evidence(v, False) for v in value) + "]"
+    return "[" + ", ".join(_evidence_value(v) for v in value) + "]"
   return "—" if value is None else str(value)
+
+
+def _evidence(evidence: dict) -> str:
+  return "; ".join(f"{k.replace('_', ' ')} {_evidence_value(v)}" for k, v in evidence.items())
 
 
 asynchronous_findings = per_row(
@@ -221,33 +376,13 @@ asynchronous_findings = per_row(
     ("result here", lambda r: _evidence(r["evidence"])), rows=lambda result: result["findings"])
 
 
-def _seconds_to(target):
-  def cell(r):
-    got = r["seconds_to"][target]
-    if got is None:
-      missed = sum(v is None for v in r["steps_to"][target])
-      return f"out of reach ({missed} of {r['seeds']} seeds)"
-    return f"{got['papers_hardware']:.0f} / {got['h100_node']:.1f}"
-  return cell
-
-
-# Accuracy against time: each 4-device curve priced as ImageNet AlexNet steps.
-asynchronous_time = per_row(
-    ("scheme", "{scheme}"), ("run (its curve)", "{run}"),
-    ("best test top-1 %", lambda r: f"{100 * r['best_top1']:.1f}"),
-    ("s per step: 8 K20s / H100 node",
-     lambda r: "{papers_hardware:.3f} / {h100_node:.4f}".format_map(r["step_s"])),
-    ("s to 40%: 8 K20s / H100 node", _seconds_to("0.4")),
-    ("s to 80%: 8 K20s / H100 node", _seconds_to("0.8")),
-    rows=lambda result: result["time"])
-
-
 TABLES = {"table1": (table1, "table1.json"),
-          "asynchronous_findings": (asynchronous_findings, "asynchronous.json"),
-          "asynchronous_cause": (asynchronous_cause, "asynchronous.json"),
-          "asynchronous_paine": (asynchronous_paine, "asynchronous.json"),
-          "asynchronous_su": (asynchronous_su, "asynchronous.json"),
-          "asynchronous_time": (asynchronous_time, "asynchronous.json"),
+          **{f"asynchronous_{name}": (table, "asynchronous.json") for name, table in (
+              ("findings", asynchronous_findings), ("reference", asynchronous_reference),
+              ("synchronous", asynchronous_synchronous), ("momentum", asynchronous_momentum),
+              ("paine1", asynchronous_paine1), ("paine2", asynchronous_paine2),
+              ("paine3", asynchronous_paine3), ("su", asynchronous_su),
+              ("su_rates", asynchronous_su_rates), ("validate", asynchronous_validate))},
           "owt_variants": (owt_variants, "owt_variants.json"),
           "large_batch_tiny": (large_batch_tiny, "large_batch_tiny.json"),
           "large_batch": (large_batch, "large_batch.json"),
