@@ -18,6 +18,7 @@ import types
 import jax
 import ml_collections
 import optax
+from absl import logging
 from jax.sharding import NamedSharding
 
 import input_pipeline
@@ -197,6 +198,8 @@ def resolve(config: ml_collections.ConfigDict, *, processes: int = 1) -> RunSpec
               data=_read(DataChoice, config), loop=_read(LoopChoice, config),
               local_sgd=_read(local_sgd, config) if local_sgd else None)
   validation.check_run(run)
+  for warning in validation.warnings(run):
+    logging.warning("%s", warning)
   return run
 
 

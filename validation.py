@@ -8,7 +8,7 @@ schemes, collectives, local SGD, input_pipeline), before any dataset is read, de
 or checkpoint opened. The library applies the same rules where it is called directly (a mesh
 size, a model name, an algorithm), so a rule is written once and met twice at most. `check_flags`
 checks main.py's own flags. Each raises one UserError whose sentence names the field, the value
-and what is allowed.
+and what is allowed. `warnings` names what runs but has been measured not to learn.
 
 What only the machine can tell (enough devices, a dataset prepared on disk, a readable
 checkpoint, the real process count) is checked where it is met, as early as possible: mesh.py,
@@ -20,7 +20,8 @@ import os
 import ml_collections
 
 import input_pipeline
-from hybrid_parallel import checks, local_sgd, models, partitioning, schemes
+from hybrid_parallel import checks, local_sgd, models, optim, partitioning, schemes
+from hybrid_parallel.local_sgd import asgd
 from hybrid_parallel.checks import Check
 from hybrid_parallel.errors import UserError
 
@@ -109,6 +110,21 @@ def check_run(run) -> None:
     input_pipeline.check_input_shards(run.data.input_shards, processes=run.processes,
                                       global_batch_size=run.global_batch_size,
                                       eval_batch_size=run.eval_batch_size)
+
+
+def warnings(run) -> list[str]:
+  """One sentence for each part of a resolved run that is valid but was measured not to learn
+  (A-SGD beyond a collapse of docs/asynchronous.md's sweep)."""
+  if run.plan.scheme != "asgd":
+    return []
+  schedule = run.schedule
+  rate = optim.peak_learning_rate(schedule.base_learning_rate, run.global_batch_size,
+                                  reference_batch=schedule.reference_batch_size,
+                                  scaling=schedule.lr_scaling)
+  rate *= max(run.optimizer.lr_multipliers.values())
+  warning = asgd.collapse_warning(run.local_sgd, run.plan.data, learning_rate=rate,
+                                  momentum=run.optimizer.momentum)
+  return [warning] if warning else []
 
 
 def check_flags(*, workdir: str, cpu_devices: int | None, coordinator_address: str | None,

@@ -242,9 +242,20 @@ class BenchmarksTest(absltest.TestCase):
     with tempfile.TemporaryDirectory() as out:
       result = subprocess.run(
           [sys.executable, "-m", "benchmarks.papers.asynchronous", f"--out={out}",
-           "--parts=paine,su,nope"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+           "--parts=paine1,su,nope"], cwd=ROOT, capture_output=True, text=True, timeout=300)
       self.assertEqual(result.returncode, 1, result.stderr[-2000:])
-      self.assertIn("--parts: choose one or more of cause, paine, su.", result.stderr)
+      self.assertIn("--parts: choose one or more of reference, synchronous, momentum, paine1, "
+                    "paine2, paine3, su, validate.", result.stderr)
+      self.assertEqual(os.listdir(out), [])
+      # A part that reads an earlier part's choice, with neither its runs nor that part.
+      result = subprocess.run(
+          [sys.executable, "-m", "benchmarks.papers.asynchronous", f"--out={out}",
+           "--parts=paine1,reference"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+      self.assertEqual(result.returncode, 1, result.stderr[-2000:])
+      self.assertEqual(result.stderr.strip().splitlines()[-1],
+                       "error: --parts=paine1 needs the reference part's runs (its one client "
+                       "rate), which are not in --out: run --parts=reference first, or before it "
+                       "in --parts.")
       self.assertEqual(os.listdir(out), [])
 
   def test_asynchronous_keeps_every_seed_it_has_and_drops_settings_no_longer_made(self):
@@ -254,13 +265,13 @@ class BenchmarksTest(absltest.TestCase):
     code = (
         "import dataclasses, json\n"
         "from benchmarks.papers import asynchronous as a\n"
-        "setting = a.cause_settings()[0]\n"
+        "setting = a.synchronous_settings()[0]\n"
         "row = lambda seed: {**dataclasses.asdict(setting), 'seed': seed, 'kept': True}\n"
         "gone = {**row(3), 'label': 'a setting no longer made'}\n"
-        "rows = a.run_part([setting], seeds=[1], all_machines=a.machines(),\n"
-        "                  done=[row(2), row(0), gone, row(1)])\n"
+        "rows = a.run_settings([setting], seeds=[1], all_machines=a.machines(),\n"
+        "                      done=[row(2), row(0), gone, row(1)])\n"
         "print(json.dumps([[r['seed'], r.get('kept'), r['label']] for r in rows]))\n")
-    label = "data (synchronous)"
+    label = "data 8×1, rate 0.025"
     self.assertEqual(json.loads(python_output(self, code).splitlines()[-1]),
                      [[0, True, label], [1, True, label], [2, True, label]])
 

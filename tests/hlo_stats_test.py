@@ -99,8 +99,8 @@ class HloStatsTest(absltest.TestCase):
 
   def test_async_collectives_and_the_compute_in_flight(self):
     # A scheduled module as XLA:GPU writes it: an all-reduce overlapping a fusion and a
-    # convolution, an all-gather with nothing between its start and done, and a synchronous
-    # all-reduce (not asynchronous: not listed).
+    # convolution, an all-gather overlapping a cuBLAS GEMM and a fusion, a permute overlapping
+    # only an elementwise fusion, and a synchronous all-reduce (not asynchronous: not listed).
     hlo = """HloModule m, is_scheduled=true
 
 %add (a: f32[], b: f32[]) -> f32[] {
@@ -117,13 +117,20 @@ ENTRY %main (p: f32[1024], x: f32[256]) -> f32[1024] {
   %convolution.2 = f32[8,8]{1,0} convolution(f32[64,64]{1,0} %fusion.1, f32[64,64]{1,0} %fusion.1)
   %all-reduce-done = f32[1024]{0} all-reduce-done(f32[1024]{0} %all-reduce-start)
   %all-gather-start = (f32[256]{0}, f32[512]{0}) all-gather-start(f32[256]{0} %x), dimensions={0}
+  %custom-call.3 = f32[8,8]{1,0} custom-call(f32[64,64]{1,0} %fusion.1), custom_call_target="__cublas$gemm"
+  %fusion.4 = f32[256]{0} fusion(f32[256]{0} %x), kind=kLoop, calls=%f2
   %all-gather-done = f32[512]{0} all-gather-done((f32[256]{0}, f32[512]{0}) %all-gather-start)
+  %collective-permute-start = (f32[256]{0}, f32[256]{0}) collective-permute-start(f32[256]{0} %x), source_target_pairs={{0,1},{1,0}}
+  %fusion.5 = f32[256]{0} fusion(f32[256]{0} %x), kind=kLoop, calls=%f3
+  %collective-permute-done = f32[256]{0} collective-permute-done((f32[256]{0}, f32[256]{0}) %collective-permute-start)
   ROOT %all-reduce = f32[1024]{0} all-reduce(f32[1024]{0} %all-reduce-done), to_apply=%add
 }
 """
     found = hlo_stats.async_collectives(hlo)
-    self.assertEqual([(c.kind, c.bytes, c.compute_ops_in_flight) for c in found],
-                     [("all-reduce", 4096, 2), ("all-gather", 2048, 0)])
+    self.assertEqual([(c.kind, c.bytes, c.compute_ops_in_flight, c.heavy_ops_in_flight)
+                      for c in found],
+                     [("all-reduce", 4096, 2, 1), ("all-gather", 2048, 2, 1),
+                      ("collective-permute", 1024, 1, 0)])
 
   def test_tpu_fused_reduce_scatter_counts_as_a_reduce_scatter(self):
     # Trimmed from owt8's step compiled for TPU v2 (libtpu 0.0.42.1, benchmarks' compile-only

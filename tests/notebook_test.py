@@ -5,7 +5,6 @@ import os
 import types
 
 from absl.testing import absltest
-import jax
 import nbclient
 import nbformat
 from packaging.utils import canonicalize_name

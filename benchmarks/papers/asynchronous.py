@@ -36,12 +36,19 @@ so the parts run both. The parts, in order (each later part reads the rates the 
                zero rather than client 0's; probed every step.
   su           Su et al.'s averaging: allreduce, butterfly and hopping ring every 1, 4 and 16
                steps on 4 and 8 replicas, 540 steps (the one client of `reference` on the same
-               schedule is the one-GPU baseline). Each (replicas, every) takes the rate among 1, 2, 4, 8 ×
-               the one-client rate at which allreduce averaging ends best; the other methods
-               take the same rate. Ring averaging computes allreduce's mean (tests/
+               schedule is the one-GPU baseline). Each (replicas, every) takes the rate among
+               1, 2, 4, 8 × the one-client rate at which allreduce averaging ends best; the other
+               methods take the same rate. Ring averaging computes allreduce's mean (tests/
                averaging_test.py) and differs only in time: it is priced, not trained again.
   validate     configs/asgd8.py and the tuned synchronous baseline on seeds 5–9, which chose
                nothing: the config's claim measured on seeds its choice never saw.
+  overlap      What the time model charges for a meeting, against what the compiled program
+               runs beside it: averaging (butterfly, allreduce, every step) and A-SGD (n_sync 4)
+               on 4 of an H100 node's GPUs at the papers' size (ImageNet AlexNet, 64 images a
+               replica, bfloat16), compiled without a GPU (needs JAX's CUDA plugin: Python
+               ≥ 3.12 with requirements-test.txt), each meeting's collectives with the compute
+               XLA schedules while they are in flight (hlo_stats.async_collectives). Trains
+               nothing.
 
 Every run's row carries `predicted_step_s`: the time model's seconds per step of its scheme for
 the papers' ImageNet AlexNet (128 images per client) on the papers' hardware (Paine's K20X nodes
@@ -57,20 +64,24 @@ import dataclasses
 import json
 import os
 import statistics
+import sys
 import tempfile
 
+import jax
 from absl import app, flags, logging
 
 import benchmarks
 import train
+from benchmarks.common import compile_only
 from benchmarks.papers import asynchronous_findings as rules
 from benchmarks.papers import tables
 from benchmarks.speed import gpu_topologies
 from configs import default
 from hybrid_parallel import faults, models, partitioning, platforms
-from hybrid_parallel.analysis import costmodel, hardware
+from hybrid_parallel.analysis import costmodel, hardware, hlo_stats
 
-PARTS = ("reference", "synchronous", "momentum", "paine1", "paine2", "paine3", "su", "validate")
+PARTS = ("reference", "synchronous", "momentum", "paine1", "paine2", "paine3", "su", "validate",
+         "overlap")
 _PARTS = benchmarks.define_choices("parts", PARTS, "Which parts (module docstring), in order.")
 _SEEDS = benchmarks.define_seeds_flag(default=range(5))
 _OUT = flags.DEFINE_string("out", benchmarks.DOCS, "Output directory.")
@@ -323,8 +334,8 @@ def best_rate(runs: list[dict], *, seeds, **fields) -> float:
                                                           for k, v in fields.items())})
   if not rates:
     raise ValueError(f"no runs of {fields}: run the part that makes them first.")
-  scored = {rate: rules.mean_final({s: r for s, r in rules.select(runs, learning_rate=rate, **fields).items()
-                              if s in seeds}) for rate in rates}
+  scored = {rate: rules.mean_final({s: r for s, r in rules.select(
+      runs, learning_rate=rate, **fields).items() if s in seeds}) for rate in rates}
   return max(rates, key=lambda rate: (scored[rate], -rate))
 
 
@@ -345,12 +356,38 @@ def choices(runs: list[dict]) -> dict:
       chosen["su_target_top1"] = round(rules.TARGET_SHARE * rules.mean_final(su_schedule), 4)
   if rules.select(runs, part="synchronous"):
     chosen["synchronous_rate"] = best_rate(runs, seeds=seeds, part="synchronous")
+    sweep = [r for r in runs if r["part"] == "momentum" and r["seed"] in seeds]
+    if sweep:
+      chosen["asgd8"] = asgd8_choice(sweep, synchronous_top1=rules.mean_final(
+          {s: r for s, r in rules.select(runs, part="synchronous", learning_rate=chosen[
+              "synchronous_rate"]).items() if s in seeds}))
   su = [r for r in runs if r["part"] == "su" and r["average_method"] == "allreduce"]
   if su:
     chosen["su_rates"] = {f"{d}, {every}": best_rate(su, seeds=seeds, clients=d, sync_every=every)
                           for d in (4, 8) for every in (1, 4, 16)
                           if rules.select(su, clients=d, sync_every=every)}
   return chosen
+
+
+ASGD8_WITHIN = 0.05  # configs/asgd8.py's promise: within 5 points of synchronous SGD.
+
+
+def asgd8_choice(sweep: list[dict], *, synchronous_top1: float) -> dict:
+  """configs/asgd8.py's setting, by the rule fixed after the momentum sweep and before the
+  `validate` seeds: the largest n_sync of the sweep whose best setting (momentum and rate: the
+  highest mean final test top-1) ends within ASGD8_WITHIN of the tuned synchronous baseline's
+  mean, and that setting; where none does, n_sync 32's best."""
+  def best(n_sync):
+    labels = dict.fromkeys(r["label"] for r in sweep if r["n_sync"] == n_sync)
+    scored = {label: rules.mean_final(rules.select(sweep, label=label)) for label in labels}
+    label = max(scored, key=scored.get)
+    first = next(iter(rules.select(sweep, label=label).values()))
+    return {"n_sync": n_sync, "momentum": first["momentum"],
+            "learning_rate": first["learning_rate"], "top1": round(scored[label], 4)}
+  candidates = [best(n) for n in sorted({r["n_sync"] for r in sweep}, reverse=True)]
+  within = [c for c in candidates if c["top1"] >= synchronous_top1 - ASGD8_WITHIN]
+  return {**(within[0] if within else candidates[0]),
+          "synchronous_top1": round(synchronous_top1, 4), "within": bool(within)}
 
 
 def part_settings(part: str, chosen: dict) -> list[Setting]:
@@ -363,7 +400,7 @@ def part_settings(part: str, chosen: dict) -> list[Setting]:
     return synchronous_settings()
   if part == "momentum":
     return momentum_settings()
-  rate = _needs(chosen, "one_client_rate", "reference")
+  rate = chosen["one_client_rate"]
   if part == "paine1":
     return paine1_settings(rate)
   if part == "paine2":
@@ -376,18 +413,28 @@ def part_settings(part: str, chosen: dict) -> list[Setting]:
   raise ValueError(part)
 
 
-def _needs(chosen: dict, key: str, part: str):
-  if key not in chosen:
-    raise app.UsageError(f"this part needs the {part} part's choice ({key}): run "
-                         f"--parts={part} first.")
-  return chosen[key]
+# What each part reads of an earlier part's runs: (the choice, the part that makes it).
+NEEDS = {"paine1": ("one_client_rate", "reference"), "paine2": ("one_client_rate", "reference"),
+         "paine3": ("one_client_rate", "reference"), "su": ("one_client_rate", "reference"),
+         "validate": ("synchronous_rate", "synchronous")}
+
+
+def missing_choice(parts: list[str], runs: list[dict]) -> str | None:
+  """One sentence for the first of `parts` whose earlier part has no runs in `runs` and does not
+  run before it in `parts`; None when every part can run."""
+  chosen = choices(runs)
+  for i, part in enumerate(parts):
+    key, earlier = NEEDS.get(part, (None, None))
+    if key and key not in chosen and earlier not in parts[:i]:
+      return (f"--parts={part} needs the {earlier} part's runs (its {key.replace('_', ' ')}), "
+              f"which are not in --out: run --parts={earlier} first, or before it in --parts.")
+  return None
 
 
 def validate_runs(runs: list[dict], *, all_machines: dict, done: list[dict], save) -> list[dict]:
   """configs/asgd8.py and data 8×1 at the synchronous part's rate, on VALIDATION_SEEDS."""
   from configs import asgd8  # the config this part validates (its docstring quotes the result).
-  chosen = choices(runs)
-  sync_rate = _needs(chosen, "synchronous_rate", "synchronous")
+  sync_rate = choices(runs)["synchronous_rate"]
   config = asgd8.get_config()
   steps = config.num_train_steps
   asgd = Setting("validate", "configs/asgd8.py", "asgd", 8, config.base_learning_rate, steps,
@@ -408,12 +455,45 @@ def validate_runs(runs: list[dict], *, all_machines: dict, done: list[dict], sav
                       done=done, config=configure, save=save)
 
 
+OVERLAP_SCHEMES = (("averaging, butterfly, every step", dict(average_method="butterfly",
+                                                            sync_every=1)),
+                   ("averaging, allreduce, every step", dict(average_method="allreduce",
+                                                             sync_every=1)),
+                   ("A-SGD, n_sync 4", dict(parallelism="asgd", n_push=4, n_fetch=4)))
+
+
+def overlap_rows() -> list[dict]:
+  """Each local-SGD step of OVERLAP_SCHEMES compiled for 4 GPUs of an H100 node (the `overlap`
+  part): its meetings' asynchronous collectives of 1 MB or more, with the compute in flight."""
+  reason = gpu_topologies.unavailable_reason()
+  if reason:
+    sys.exit(f"error: --parts=overlap: {reason}.")
+  devices = gpu_topologies.mesh_devices(gpu_topologies.topology_devices("h100", "1x1x8"), 4, 1)
+  rows = []
+  for name, overrides in OVERLAP_SCHEMES:
+    config = compile_only.config("averaging4", "bfloat16", **overrides)
+    _, compiled, _ = compile_only.compile_for(config, devices)
+    meetings = [c for c in hlo_stats.async_collectives(compiled.as_text()) if c.bytes >= 1e6]
+    rows.append({"scheme": name, "gpu": "h100", "devices": 4, "jax": jax.__version__,
+                 "collectives": [{"kind": c.kind, "mb": round(c.bytes / 1e6, 1),
+                                  "compute_ops_in_flight": c.compute_ops_in_flight,
+                                  "convolutions_and_matmuls_in_flight": c.heavy_ops_in_flight}
+                                 for c in meetings]})
+    print(json.dumps(rows[-1]), flush=True)
+  return rows
+
+
 def main(argv):
   del argv
+  if "overlap" in _PARTS.value:  # its compile-only GPUs, before JAX starts a backend.
+    gpu_topologies.without_sharded_autotuning()
   platforms.start(cpu_devices=32)
   logging.set_verbosity(logging.WARNING)
   path = os.path.join(_OUT.value, "asynchronous.json")
   result = benchmarks.load_if_present(path, default={}) or {"runs": []}
+  problem = missing_choice(_PARTS.value, result["runs"])
+  if problem:  # before any work: nothing trained, nothing written.
+    sys.exit(f"error: {problem}")
   all_machines = machines()
   result["machines"] = {name: {"name": m.name, "efficiency": round(m.efficiency, 4),
                                "calibrated_from": m.calibrated_from}
@@ -432,6 +512,10 @@ def main(argv):
                               key=lambda r: PARTS.index(r["part"]))
       publish(result, all_machines, path)
 
+    if part == "overlap":
+      result["overlap"] = overlap_rows()
+      publish(result, all_machines, path)
+      continue
     if part == "validate":
       made = validate_runs(result["runs"], all_machines=all_machines, done=done, save=save)
     else:

@@ -172,10 +172,6 @@ def mean_final(runs: dict) -> float:
   return statistics.mean(r["final_eval_top1"] for r in runs.values())
 
 
-def _on(runs: dict, seeds) -> dict:
-  return {s: r for s, r in runs.items() if s in seeds}
-
-
 STUDY_SEEDS = range(5)  # the seeds every choice and finding is made on; `validate` uses others.
 
 
@@ -229,10 +225,10 @@ def findings(runs: list[dict], chosen: dict, time_model: dict) -> list[dict]:
     holds = _both(above(summed["early_loss_32_minus_1"]), below(summed["late_slope_32_minus_1"]))
     add(f"with a cold start more clients learn slower at first and faster later (n_sync {n})",
         "Paine et al., Experiment 2 (Fig. 2: 16 and 32 clients)", holds,
-        f"32 clients against one, the server summing (his), loss of the server's model on 128 "
-        f"fixed training images after every step: higher over the first tenth of the run "
-        f"(interval of the seed-paired difference above 0) and falling faster over its second "
-        f"half (least-squares slope per 100 steps; interval below 0)",
+        "32 clients against one, the server summing (his), loss of the server's model on 128 "
+        "fixed training images after every step: higher over the first tenth of the run "
+        "(interval of the seed-paired difference above 0) and falling faster over its second "
+        "half (least-squares slope per 100 steps; interval below 0)",
         {"summing": summed, "averaging": cells["average"]})
   # Experiment 3: a warm start for half the run.
   one3 = select(runs, part="paine3", clients=1)
@@ -381,16 +377,25 @@ def momentum_effect(runs: list[dict]) -> list[dict]:
 COLLAPSE_TOP1 = 0.2  # twice chance on 10 classes: a run that ends below it has not learned.
 
 
+COLLAPSE_PARTS = ("momentum", "paine1", "paine2")  # A-SGD from a cold start.
+
+
 def collapsed(runs: list[dict]) -> list[dict]:
-  """The `momentum` part's settings that end below COLLAPSE_TOP1 on every seed: what
-  hybrid_parallel/local_sgd/asgd.py warns about (its MEASURED_COLLAPSES)."""
-  sweep = [r for r in runs if r["part"] == "momentum" and r["seed"] in STUDY_SEEDS]
+  """The A-SGD settings of COLLAPSE_PARTS that end below COLLAPSE_TOP1 on every seed, the
+  least far out of each (rule, momentum) first: what hybrid_parallel/local_sgd/asgd.py warns
+  about (its MEASURED_COLLAPSES). `effective_step` is the server's: each client's η/(1 − β),
+  times the clients when the server sums."""
+  cold = [r for r in runs if r["part"] in COLLAPSE_PARTS and r["scheme"] == "asgd" and
+          r["seed"] in STUDY_SEEDS]
   found = []
-  for label in dict.fromkeys(r["label"] for r in sweep):
-    chosen = select(sweep, label=label)
+  for part, label in dict.fromkeys((r["part"], r["label"]) for r in cold):
+    chosen = select(cold, part=part, label=label)
     if all(r["final_eval_top1"] < COLLAPSE_TOP1 for r in chosen.values()):
       first = next(iter(chosen.values()))
+      share = first["clients"] if first["server_rule"] == "sum" else 1
       found.append({"clients": first["clients"], "n_sync": first["n_sync"],
-                    "momentum": first["momentum"], "effective_step": first["effective_step"],
-                    "server_rule": first["server_rule"], "seeds": len(chosen)})
-  return found
+                    "momentum": first["momentum"], "server_rule": first["server_rule"],
+                    "effective_step": round(share * first["effective_step"], 6),
+                    "seeds": len(chosen)})
+  return sorted(found, key=lambda c: (c["server_rule"], c["momentum"], c["effective_step"],
+                                      c["n_sync"], c["clients"]))

@@ -352,6 +352,17 @@ asynchronous_validate = per_row(
     rows=_setting_rows("validate"))
 
 
+asynchronous_overlap = per_row(
+    ("step (4 H100s, ImageNet AlexNet, bfloat16)", "{scheme}"),
+    ("its meetings' collectives", lambda r: ", ".join(
+        f"{c['kind']} {c['mb']:g} MB" for c in r["collectives"])),
+    ("compute ops in flight with each", lambda r: ", ".join(
+        str(c["compute_ops_in_flight"]) for c in r["collectives"])),
+    ("of which convolutions or matmuls", lambda r: ", ".join(
+        str(c["convolutions_and_matmuls_in_flight"]) for c in r["collectives"])),
+    ("jax", "{jax}"), rows=lambda result: result.get("overlap", []))
+
+
 def _evidence_value(value) -> str:
   """An interval, a speed-up, a dict or a number of a finding's evidence, compactly."""
   if isinstance(value, dict) and {"ci95", "mean", "n"} <= set(value):
@@ -382,7 +393,8 @@ TABLES = {"table1": (table1, "table1.json"),
               ("synchronous", asynchronous_synchronous), ("momentum", asynchronous_momentum),
               ("paine1", asynchronous_paine1), ("paine2", asynchronous_paine2),
               ("paine3", asynchronous_paine3), ("su", asynchronous_su),
-              ("su_rates", asynchronous_su_rates), ("validate", asynchronous_validate))},
+              ("su_rates", asynchronous_su_rates), ("validate", asynchronous_validate),
+              ("overlap", asynchronous_overlap))},
           "owt_variants": (owt_variants, "owt_variants.json"),
           "large_batch_tiny": (large_batch_tiny, "large_batch_tiny.json"),
           "large_batch": (large_batch, "large_batch.json"),

@@ -188,6 +188,9 @@ def busiest_device_bytes(hlo_text: str, num_devices: int) -> float:
 _LINE = re.compile(r"^\s*(?:ROOT\s+)?%?(?P<name>[\w.\-]+)\s*=\s*(?P<shape>\(.*?\)|\S+)\s+"
                    r"(?P<op>[\w\-]+)\((?P<operands>.*)$")
 _COMPUTE_OPS = ("fusion", "convolution", "custom-call", "dot")
+# A step's bulk: convolutions and matrix products, as XLA writes them or as the library calls
+# (cuDNN, cuBLAS) it hands them to on a GPU. An elementwise fusion in flight hides little.
+_HEAVY_CALL = re.compile(r'custom_call_target="[^"]*(conv|gemm|matmul|cublas|cudnn)[^"]*"', re.I)
 
 
 @dataclasses.dataclass
@@ -197,6 +200,7 @@ class AsyncCollective:
   name: str  # its start instruction
   bytes: int  # of its result on one device
   compute_ops_in_flight: int  # fusions, convolutions, library calls between its start and done
+  heavy_ops_in_flight: int = 0  # of those, convolutions and matrix products
 
 
 def async_collectives(hlo_text: str) -> list[AsyncCollective]:
@@ -222,15 +226,18 @@ def async_collectives(hlo_text: str) -> list[AsyncCollective]:
       if kind not in KINDS:
         continue
       name = start.group("name")
-      in_flight = 0
+      in_flight = heavy = 0
       for later in lines[i + 1:]:
         if later.group("op").endswith("-done") and re.search(
             rf"%{re.escape(name)}\b", later.group("operands")):
           break
         in_flight += later.group("op") in _COMPUTE_OPS
+        heavy += (later.group("op") in ("convolution", "dot") or
+                  bool(later.group("op") == "custom-call" and
+                       _HEAVY_CALL.search(later.group("operands"))))
       shape = start.group("shape")
       if shape.startswith("("):  # (operands..., results...): the result half.
         parts = re.findall(r"[a-z]+\d*\[[\d,]*\]", shape)
         shape = " ".join(parts[len(parts) // 2:])
-      found.append(AsyncCollective(kind, name, shape_bytes(shape), in_flight))
+      found.append(AsyncCollective(kind, name, shape_bytes(shape), in_flight, heavy))
   return found

@@ -75,8 +75,56 @@ class Settings:
 
 
 def check(settings: Settings, replicas: int) -> None:
-  """Every combination of valid settings works (nothing to refuse)."""
+  """Every combination of valid settings runs (nothing to refuse); what may not learn is
+  `collapse_warning`'s."""
   del settings, replicas
+
+
+@dataclasses.dataclass(frozen=True)
+class Collapse:
+  """An A-SGD setting of the study (docs/asynchronous.md: alexnet_tiny on digits, 16 images a
+  client, a cold start) that ended below twice chance (20% test top-1) on every one of its
+  seeds."""
+  clients: int
+  n_sync: int
+  momentum: float
+  server_rule: str
+  effective_step: float  # the server's: each client's η / (1 − β), × the clients when summed.
+  seeds: int
+
+
+# The study's collapses, copied from docs/asynchronous.json's "collapsed"
+# (benchmarks/papers/asynchronous_findings.collapsed; tests/asynchronous_study_test.py holds the
+# two equal).
+MEASURED_COLLAPSES = tuple(Collapse(*fields) for fields in (
+    (8, 4, 0.0, "average", 1.0, 5),
+    (8, 16, 0.0, "average", 1.0, 5),
+    (8, 32, 0.0, "average", 1.0, 5),
+    (8, 32, 0.9, "average", 1.0, 5),
+))
+
+
+def collapse_warning(settings: Settings, replicas: int, *, learning_rate: float,
+                     momentum: float) -> str | None:
+  """One sentence when A-SGD at these settings is at least as far out as a measured collapse:
+  the same server rule and momentum, as many clients or more, n_sync as large or larger, and an
+  effective step η/(1 − β) as large or larger (the server's: D times each client's when it sums)
+  — each of which the study found to make A-SGD less stable, not more. None otherwise. A
+  warning, not a refusal: the measurements are one network on one data set."""
+  n_sync = max(settings.n_push, settings.n_fetch)
+  step = learning_rate / (1 - momentum) * (replicas if settings.asgd_server_rule == "sum" else 1)
+  for c in MEASURED_COLLAPSES:
+    if (replicas >= c.clients and n_sync >= c.n_sync and momentum == c.momentum and
+        settings.asgd_server_rule == c.server_rule and step >= c.effective_step):
+      rule = {"average": "averaging", "sum": "summing"}[settings.asgd_server_rule]
+      return (f"asgd with {replicas} clients, the server {rule}, at "
+              f"n_sync {n_sync}, momentum {momentum} and an effective step η/(1−β) of "
+              f"{step:.3g} is at least as far out as a setting that "
+              f"ended below 20% test top-1 on all {c.seeds} seeds of docs/asynchronous.md's "
+              f"study ({c.clients} clients, n_sync {c.n_sync}, the server's η/(1−β) "
+              f"{c.effective_step:g}, alexnet_tiny on digits): it may not learn; lower "
+              f"base_learning_rate or n_push and n_fetch.")
+  return None
 
 
 def make_sync(settings: Settings, replicas: int) -> core.Sync:
