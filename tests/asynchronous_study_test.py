@@ -109,6 +109,20 @@ class CurveTest(absltest.TestCase):
                                                   server_rule="sum", effective_step=1.0,
                                                   seeds=5)])
 
+  def test_a_collapse_further_out_than_another_is_listed_only_as_the_nearer(self):
+    fields = dict(scheme="asgd", momentum=0.9, effective_step=0.125, server_rule="sum")
+    chance = lambda part, label, **more: [run(s, [0.1], part=part, label=label, **fields, **more)
+                                          for s in range(5)]
+    # The same setting in two parts counts once; 16 clients at n_sync 32 are further out than
+    # 8 at n_sync 4 (warned about through it); 4 clients at n_sync 32 are not (fewer clients).
+    runs = (chance("paine1", "8, 4", clients=8, n_sync=4) +
+            chance("paine2", "8, 4", clients=8, n_sync=4) +
+            chance("paine2", "16, 32", clients=16, n_sync=32) +
+            chance("paine2", "4, 32", clients=4, n_sync=32))
+    self.assertEqual(
+        [(c["clients"], c["n_sync"], c["effective_step"]) for c in rules.collapsed(runs)],
+        [(4, 32, 0.5), (8, 4, 1.0)])
+
 
 class WhatTheStudyDecidesTest(absltest.TestCase):
   """The library's and the configs' figures that come from docs/asynchronous.json."""

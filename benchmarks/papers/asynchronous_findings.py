@@ -381,10 +381,12 @@ COLLAPSE_PARTS = ("momentum", "paine1", "paine2")  # A-SGD from a cold start.
 
 
 def collapsed(runs: list[dict]) -> list[dict]:
-  """The A-SGD settings of COLLAPSE_PARTS that end below COLLAPSE_TOP1 on every seed, the
-  least far out of each (rule, momentum) first: what hybrid_parallel/local_sgd/asgd.py warns
-  about (its MEASURED_COLLAPSES). `effective_step` is the server's: each client's η/(1 − β),
-  times the clients when the server sums."""
+  """The A-SGD settings of COLLAPSE_PARTS that end below COLLAPSE_TOP1 on every seed and are not
+  at least as far out as another such setting (the same rule and momentum, as many clients or
+  more, n_sync and effective step as large or larger: asgd.collapse_warning's order, under which
+  the other already warns), sorted: what hybrid_parallel/local_sgd/asgd.py warns about (its
+  MEASURED_COLLAPSES). `effective_step` is the server's: each client's η/(1 − β), times the
+  clients when the server sums."""
   cold = [r for r in runs if r["part"] in COLLAPSE_PARTS and r["scheme"] == "asgd" and
           r["seed"] in STUDY_SEEDS]
   found = []
@@ -397,5 +399,15 @@ def collapsed(runs: list[dict]) -> list[dict]:
                     "momentum": first["momentum"], "server_rule": first["server_rule"],
                     "effective_step": round(share * first["effective_step"], 6),
                     "seeds": len(chosen)})
-  return sorted(found, key=lambda c: (c["server_rule"], c["momentum"], c["effective_step"],
-                                      c["n_sync"], c["clients"]))
+  least_far_out = [c for i, c in enumerate(found) if not any(
+      _at_least_as_far_out(c, other) and (other != c or j < i) for j, other in enumerate(found)
+      if j != i)]
+  return sorted(least_far_out, key=lambda c: (c["server_rule"], c["momentum"],
+                                              c["effective_step"], c["n_sync"], c["clients"]))
+
+
+def _at_least_as_far_out(setting: dict, collapse: dict) -> bool:
+  return (setting["server_rule"] == collapse["server_rule"] and
+          setting["momentum"] == collapse["momentum"] and
+          setting["clients"] >= collapse["clients"] and setting["n_sync"] >= collapse["n_sync"] and
+          setting["effective_step"] >= collapse["effective_step"])
