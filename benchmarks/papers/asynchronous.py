@@ -552,15 +552,17 @@ def time_model(all_machines: dict) -> dict:
 
 
 def plot(result: dict, path: str) -> None:
-  """Three panels: Experiment 1's test top-1 against client steps; Experiment 2's probe loss
-  (32 and 1 clients); Experiment 3's probe loss at 8 clients, n_sync 4 and 32."""
+  """Three panels, each the mean over the seeds whose run did not diverge: Experiment 1's test
+  top-1 against client steps; Experiment 2's probe loss (1, 8 and 32 clients); Experiment 3's
+  probe loss (1 client; 2 and 8 clients after the warm start)."""
   import matplotlib
   matplotlib.use("Agg")
   from matplotlib import pyplot as plt
   runs = result["runs"]
   figure, axes = plt.subplots(1, 3, figsize=(16, 4.5))
   curves = [(axes[0], "test top-1", "eval_top1", [
-      ("one client", dict(part="reference", steps=540)),
+      ("one client", dict(part="reference", steps=1080,
+                          learning_rate=result["chosen"].get("one_client_rate"))),
       *((f"8 clients, {rule}, n_sync {n}", dict(part="paine1", server_rule=rule, n_sync=n))
         for rule in ("sum", "average") for n in (4, 32))]),
             (axes[1], "probe loss (cold start)", "probe_loss", [
@@ -568,23 +570,29 @@ def plot(result: dict, path: str) -> None:
       *((f"{c} clients, {rule}, n_sync 4", dict(part="paine2", clients=c, server_rule=rule,
                                                  n_sync=4))
         for c in (8, 32) for rule in ("sum", "average"))]),
-            (axes[2], "probe loss (warm start, 8 clients)", "probe_loss", [
+            (axes[2], "probe loss (warm start, the server summing)", "probe_loss", [
       ("1 client", dict(part="paine3", clients=1)),
-      *((f"8 clients, n_sync {n}", dict(part="paine3", clients=8, n_sync=n,
-                                         warm_start_momentum=True)) for n in (4, 32))])]
+      *((f"{c} clients, n_sync {n}", dict(part="paine3", clients=c, n_sync=n,
+                                           warm_start_momentum=True))
+        for c, n in ((2, 4), (2, 32), (8, 1), (8, 4)))])]
   for ax, title, key, lines in curves:
     for label, fields in lines:
       chosen = list(rules.select(runs, **fields).values())
-      if not chosen:
+      whole = [r for r in chosen if r.get("diverged_at_step") is None]  # a NaN ends a curve.
+      if len(whole) < len(chosen):
+        label += f" ({len(chosen) - len(whole)} of {len(chosen)} diverged)"
+      if not whole:
+        ax.plot([], [], label=label)
         continue
       if key == "eval_top1":
-        steps = [s for s, _ in chosen[0][key]]
-        values = [statistics.mean(r[key][i][1] for r in chosen) for i in range(len(steps))]
+        steps = [s for s, _ in whole[0][key]]
+        values = [statistics.mean(r[key][i][1] for r in whole) for i in range(len(steps))]
       else:
-        steps = list(range(1, len(chosen[0][key]) + 1))
-        values = [statistics.mean(r[key][i] for r in chosen) for i in range(len(steps))]
+        steps = list(range(1, len(whole[0][key]) + 1))
+        values = [statistics.mean(r[key][i] for r in whole) for i in range(len(steps))]
       ax.plot(steps, values, label=label, linewidth=1)
-    ax.set(title=title, xlabel="client steps", ylabel=f"{title.split(' (')[0]} (mean of seeds)")
+    ax.set(title=title, xlabel="client steps", ylabel=f"{title.split(' (')[0]} (mean of seeds)",
+           yscale="log" if key == "probe_loss" else "linear")  # a diverging run's spikes.
     ax.legend(fontsize=6)
   figure.tight_layout()
   figure.savefig(path, dpi=100)
