@@ -11,7 +11,6 @@ import tempfile
 import jax
 from absl.testing import absltest
 
-from benchmarks.common import step_timing
 from tests import testing
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -64,12 +63,12 @@ class DryRunTest(absltest.TestCase):
                      ("alexnet_owt_tiny", "bfloat16", 8))
     self.assertGreater(row["program_gib"], 0)
     self.assertBetween(row["mfu"], 0.0, 1.0)
-    # Each figure is rounded (step_timing.ROUNDING), so each stands for an interval; the
+    # Each figure is rounded (the row's `rounding`), so each stands for an interval; the
     # relations between them hold exactly before rounding, so their intervals must meet —
     # whatever the machine's speed (an absolute tolerance on a ratio of rounded MFUs failed
     # on a faster CPU: issue 60).
     figure = lambda name, suffix: testing.rounded(row[name + suffix],
-                                                  **step_timing.ROUNDING[name])
+                                                  **row["rounding"][name])
     for suffix in ("", "_pipelined"):  # each step waited for, and dispatched back to back.
       images_per_step = testing.Interval(8e3, 8e3)  # images per step, in images·ms/s.
       self.assertTrue(figure("images_per_sec", suffix).overlaps(

@@ -124,8 +124,9 @@ def median_ms(run, repeats: int) -> float:
   return 1e3 * float(np.median(time_steps(run, repeats)))
 
 
-# How `measure` rounds each rate (tests/accelerator_test.py derives its tolerances from it). MFU
-# to significant figures: a CPU's is ~0.002, of which four decimals kept one or two figures.
+# How `measure` rounds each rate, written into every row (`rounding`) so that a reader — and
+# tests/accelerator_test.py's tolerances — knows the interval each figure stands for. MFU to
+# significant figures: a CPU's is ~0.002, of which four decimals kept one or two figures.
 ROUNDING = {"images_per_sec": {"decimals": 1}, "step_ms": {"decimals": 2},
             "mfu": {"significant": 4}}
 
@@ -166,7 +167,8 @@ def measure(config, *, num_classes: int, steps: int, warmup: int,
                               / 2**30, 3) if memory else None,
          "device_peak_gib": (round(stats["peak_bytes_in_use"] / 2**30, 3)
                              if "peak_bytes_in_use" in stats else None),
-         "peak_flops": peak_flops, "peak_source": peak_source, "flops_per_image": flops}
+         "peak_flops": peak_flops, "peak_source": peak_source, "flops_per_image": flops,
+         "rounding": ROUNDING}
   if pipelined:
     row.update(rates(pipelined_seconds(step, steps), "_pipelined"))
   return row
