@@ -72,6 +72,27 @@ class SpeedupTest(absltest.TestCase):
     self.assertFalse(rules.faster(result))
 
 
+  def test_su_s_one_client_is_priced_on_su_s_machine(self):
+    # A comparison prices both sides on one machine: the first draft priced Su's one-client
+    # baseline on Blue Waters (Paine's, 2.6× dearer a step) and the replicas on 8 K20s.
+    price = lambda blue_waters, k20s: {"blue_waters": blue_waters, "k20s": k20s,
+                                       "h100_node": 0.01}
+    one = [run(s, [0.5, 0.9], part="reference", steps=540, predicted_step_s=price(1.0, 0.4))
+           for s in range(5)]
+    replicas = [run(s, [0.9], part="su", average_method="allreduce", clients=4, sync_every=e,
+                    learning_rate=0.05, predicted_step_s=price(1.1, 0.5))
+                for s in range(5) for e in (1, 4, 16)]
+    chosen = {"su_target_top1": 0.874, "su_rates": {"4, 1": 0.05, "4, 4": 0.05, "4, 16": 0.05}}
+    time_model = {"steps_per_day": {}, "days_22_epochs_n_sync_600": 0.0,
+                  "client_step_s_n_sync_600": 0.0}
+    found = next(f for f in rules.findings(one + replicas, chosen, time_model)
+                 if f["source"].startswith("Su"))
+    over_one = found["evidence"]["speedup_over_one_client"]["allreduce, 4"]["every 1"]
+    one_steps, replica_steps = 10 + 10 * 0.374 / 0.4, 10 * 0.874 / 0.9  # interpolated.
+    self.assertAlmostEqual(over_one["geometric_mean"],
+                           (one_steps * 0.4) / (replica_steps * 0.5), places=3)
+
+
 class IntervalTest(absltest.TestCase):
 
   def test_student_t_over_the_seeds(self):

@@ -51,13 +51,14 @@ so the parts run both. The parts, in order (each later part reads the rates the 
                nothing.
 
 Every run's row carries `predicted_step_s`: the time model's seconds per step of its scheme for
-the papers' ImageNet AlexNet (128 images per client) on the papers' hardware (Paine's K20X nodes
-of Blue Waters for A-SGD and one K20X for one client; Krizhevsky 2014's 8 K20s for averaging) and
-on one 8-GPU H100 node (analysis/costmodel.py). Writes asynchronous.json ({"runs", "chosen",
-"findings", "time", "machines"}) and asynchronous.png to --out after every part; a run whose
-setting and seed are already there is kept, not trained again (a stopped study resumes; more
-seeds add to those there). Findings (asynchronous_findings.py) follow rules written before the
-runs. About 2.5 hours on a 2-core CPU for five seeds.
+the papers' ImageNet AlexNet (128 images per client) on each paper's hardware — Paine's K20X
+nodes of Blue Waters (`blue_waters`, where Paine's comparisons are priced) and Krizhevsky 2014's
+8 K20s (`k20s`, where Su's are) — and on one 8-GPU H100 node (analysis/costmodel.py). Writes
+asynchronous.json ({"runs", "machines", "chosen", "findings", "momentum_effect", "collapsed",
+"overlap"}) and asynchronous.png to --out after every part; a run whose setting and seed are
+already there is kept, not trained again, and re-priced (a stopped study resumes; more seeds add
+to those there). Findings (asynchronous_findings.py) follow rules written before the runs.
+About 3.5 hours on a 2-core CPU for five seeds.
 """
 
 import dataclasses
@@ -267,14 +268,21 @@ def imagenet_step_s(machine, *, scheme: str, data: int, model: int = 1, every=No
 
 
 def predicted_step_s(setting: Setting, all_machines: dict) -> dict:
-  """Seconds per step of the setting at the papers' size on the papers' hardware and on one
-  8-GPU H100 node."""
-  paper = all_machines["krizhevsky" if setting.scheme == "averaging" else "paine"]
+  """Seconds per step of the setting at the papers' size on each paper's hardware — Paine's
+  K20X nodes of Blue Waters (`blue_waters`), Krizhevsky 2014's 8 K20s (`k20s`: Su et al.'s
+  averaging is priced there) — and on one 8-GPU H100 node (`h100_node`). A comparison prices both
+  its sides on one machine: the same one-client run is 2.6× dearer a step on Blue Waters (Paine's
+  code) than on a K20 (cuda-convnet2)."""
   exchange = "parameter_server" if setting.scheme == "asgd" else setting.average_method
-  return {where: round(imagenet_step_s(machine, scheme=setting.scheme, data=setting.clients,
+  return {where: round(imagenet_step_s(all_machines[name], scheme=setting.scheme,
+                                       data=setting.clients,
                                        every=setting.n_sync or setting.sync_every,
                                        exchange=exchange), 4)
-          for where, machine in (("paper_hardware", paper), ("h100_node", all_machines["h100"]))}
+          for where, name in PRICED_ON.items()}
+
+
+# Where each run's steps are priced: predicted_step_s's keys and machines()'s names.
+PRICED_ON = {"blue_waters": "paine", "k20s": "krizhevsky", "h100_node": "h100"}
 
 
 def machines() -> dict:

@@ -26,6 +26,10 @@ MIN_PAIRS = 3
 # GPU's accuracy", Paine et al.'s Experiment 1).
 TARGET_SHARE = 0.95
 
+# Where each paper's comparisons are priced (a run's `predicted_step_s` keys): Paine's on his
+# Blue Waters nodes, Su's on Krizhevsky 2014's 8 K20s — both sides of a comparison on one machine.
+PAINE, SU = "blue_waters", "k20s"
+
 
 def interval(values: list[float]) -> dict | None:
   """Mean, sd and the 95% confidence interval of the mean of `values` (None for fewer than
@@ -198,9 +202,10 @@ def findings(runs: list[dict], chosen: dict, time_model: dict) -> list[dict]:
     if not (one and eight and target):
       continue
     result = speedup(one, eight, target,
-                     baseline_step_s=_step_s(one), method_step_s=_step_s(eight))
+                     baseline_step_s=_step_s(one, PAINE), method_step_s=_step_s(eight, PAINE))
     averaged = speedup(one, select(runs, part="paine1", server_rule="average", n_sync=n),
-                       target, baseline_step_s=_step_s(one), method_step_s=_step_s(eight))
+                       target, baseline_step_s=_step_s(one, PAINE),
+                       method_step_s=_step_s(eight, PAINE))
     add(f"8 clients reach the single GPU's accuracy sooner, about 3.2× in wall-clock ({where})",
         "Paine et al., Experiment 1 (Fig. 1)", faster(result),
         f"each client at the one-client rate and momentum 0.9, the server summing (his): the "
@@ -281,7 +286,7 @@ def findings(runs: list[dict], chosen: dict, time_model: dict) -> list[dict]:
   # Su et al., against the one client on their schedule.
   one, target = select(runs, part="reference", steps=540), chosen.get("su_target_top1")
   if target and one:
-    base_s = _step_s(one)
+    base_s = _step_s(one, SU)
     over_one, over_every_step = {}, {}
     for method in ("allreduce", "butterfly", "hopping_ring"):
       for d in (4, 8):
@@ -292,10 +297,11 @@ def findings(runs: list[dict], chosen: dict, time_model: dict) -> list[dict]:
           continue
         over_one[f"{method}, {d}"] = {
             f"every {e}": speedup(one, cell(e), target, baseline_step_s=base_s,
-                                  method_step_s=_step_s(cell(e))) for e in (1, 4, 16)}
+                                  method_step_s=_step_s(cell(e), SU)) for e in (1, 4, 16)}
         over_every_step[f"{method}, {d}"] = {
-            f"every {e}": speedup(cell(1), cell(e), target, baseline_step_s=_step_s(cell(1)),
-                                  method_step_s=_step_s(cell(e))) for e in (4, 16)}
+            f"every {e}": speedup(cell(1), cell(e), target,
+                                  baseline_step_s=_step_s(cell(1), SU),
+                                  method_step_s=_step_s(cell(e), SU)) for e in (4, 16)}
     if over_one:
       add("every way of averaging — all-reduce, butterfly, ring, hopping ring — speeds training "
           "up over one GPU", "Su, Chen & Morgan (a draft: the methods and the claim, no results)",
@@ -332,8 +338,8 @@ N_SYNCS_ASYNCHRONOUS = (4, 16, 32)
 N_SYNCS = (1, 4, 16, 32)
 
 
-def _step_s(runs: dict) -> float:
-  return next(iter(runs.values()))["predicted_step_s"]["paper_hardware"]
+def _step_s(runs: dict, machine: str) -> float:
+  return next(iter(runs.values()))["predicted_step_s"][machine]
 
 
 def _both(a, b):

@@ -258,7 +258,7 @@ def _paine1_rows(result):
     by_seed = {r["seed"]: r for r in runs}
     rows.append({**runs[0], "runs": runs, "speedup": rules.speedup(
         one, by_seed, target, baseline_step_s=next(iter(one.values()))["predicted_step_s"][
-            "paper_hardware"], method_step_s=runs[0]["predicted_step_s"]["paper_hardware"])
+            rules.PAINE], method_step_s=runs[0]["predicted_step_s"][rules.PAINE])
                  if one and target else None,
                  "to_target": _mean_steps_to("target_top1")({"runs": runs}, result)})
   return rows
@@ -270,7 +270,7 @@ asynchronous_paine1 = per_row(
     ("speed-up over one client, priced on Blue Waters (95% interval)",
      lambda r: _speedup(r["speedup"])),
     ("predicted s per step: Blue Waters / H100 node",
-     lambda r: "{paper_hardware} / {h100_node}".format_map(r["predicted_step_s"])),
+     lambda r: "{blue_waters} / {h100_node}".format_map(r["predicted_step_s"])),
     rows=_paine1_rows)
 
 
@@ -301,7 +301,7 @@ asynchronous_paine3 = per_row(
         lambda x: 100 * statistics.mean(x["probe_error"][-len(x["probe_error"]) // 10:]), ".1f")),
     ("roughness of the probe loss, second half", _over_probed(_rough, ".4f")), _TOP1,
     ("predicted s per step: Blue Waters / H100 node",
-     lambda r: "{paper_hardware} / {h100_node}".format_map(r["predicted_step_s"])),
+     lambda r: "{blue_waters} / {h100_node}".format_map(r["predicted_step_s"])),
     rows=_setting_rows("paine3"))
 
 
@@ -319,7 +319,7 @@ def _su_rows(result):
     every_step = rules.select(result["runs"], part="su", average_method=first["average_method"],
                               clients=first["clients"], sync_every=1,
                               learning_rate=rates.get(f"{first['clients']}, 1"))
-    price = lambda runs: next(iter(runs.values()))["predicted_step_s"]["paper_hardware"]
+    price = lambda runs: next(iter(runs.values()))["predicted_step_s"][rules.SU]
     rows.append({**first, "runs": runs,
                  "over_one": rules.speedup(one, by_seed, target, baseline_step_s=price(one),
                                            method_step_s=price(by_seed)) if one else None,
@@ -337,7 +337,7 @@ asynchronous_su = per_row(
     ("speed-up over one client, priced on 8 K20s", lambda r: _speedup(r["over_one"])),
     ("over averaging every step", lambda r: _speedup(r["over_every_step"])),
     ("predicted s per step: 8 K20s / H100 node",
-     lambda r: "{paper_hardware} / {h100_node}".format_map(r["predicted_step_s"])),
+     lambda r: "{k20s} / {h100_node}".format_map(r["predicted_step_s"])),
     rows=_su_rows)
 
 asynchronous_su_rates = per_row(
