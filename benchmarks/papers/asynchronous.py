@@ -506,6 +506,9 @@ def main(argv):
   result["machines"] = {name: {"name": m.name, "efficiency": round(m.efficiency, 4),
                                "calibrated_from": m.calibrated_from}
                         for name, m in all_machines.items()}
+  for run in result["runs"]:  # the time model's prices follow its code, not the day of the run.
+    run["predicted_step_s"] = predicted_step_s(
+        Setting(**{f.name: run[f.name] for f in dataclasses.fields(Setting)}), all_machines)
   seeds = [int(s) for s in _SEEDS.value]
   for part in _PARTS.value:
     done = [r for r in result["runs"] if r["part"] == part]

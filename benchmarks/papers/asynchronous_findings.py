@@ -206,9 +206,12 @@ def findings(runs: list[dict], chosen: dict, time_model: dict) -> list[dict]:
     averaged = speedup(one, select(runs, part="paine1", server_rule="average", n_sync=n),
                        target, baseline_step_s=_step_s(one, PAINE),
                        method_step_s=_step_s(eight, PAINE))
-    add(f"8 clients reach the single GPU's accuracy sooner, about 3.2× in wall-clock ({where})",
+    add(f"8 clients reach the single GPU's accuracy sooner in wall-clock (his: about 3.2×; "
+        f"{where})",
         "Paine et al., Experiment 1 (Fig. 1)", faster(result),
-        f"each client at the one-client rate and momentum 0.9, the server summing (his): the "
+        f"each client at the one-client rate and momentum 0.9, the server summing (the reading "
+        f"of his server fixed before the runs; the paper does not state the rule, and the "
+        f"averaging reading is beside it in the evidence): the "
         f"time to {100 * target:.1f}% test top-1 ({100 * TARGET_SHARE:.0f}% of the one client's "
         f"plateau) of one client over that of 8, the same schedule of 1,080 client steps, each "
         f"step priced on Blue Waters; "
@@ -230,10 +233,12 @@ def findings(runs: list[dict], chosen: dict, time_model: dict) -> list[dict]:
     holds = _both(above(summed["early_loss_32_minus_1"]), below(summed["late_slope_32_minus_1"]))
     add(f"with a cold start more clients learn slower at first and faster later (n_sync {n})",
         "Paine et al., Experiment 2 (Fig. 2: 16 and 32 clients)", holds,
-        "32 clients against one, the server summing (his), loss of the server's model on 128 "
-        "fixed training images after every step: higher over the first tenth of the run "
-        "(interval of the seed-paired difference above 0) and falling faster over its second "
-        "half (least-squares slope per 100 steps; interval below 0)",
+        "32 clients against one, the server summing (the reading fixed before the runs; the "
+        "averaging reading beside it), loss of the server's model on 128 fixed training images "
+        "after every step: higher over the first tenth of the run (interval of the seed-paired "
+        "difference above 0) and falling faster over its second half (least-squares slope per "
+        "100 steps; interval below 0), over the seeds whose run stays finite (fewer than 3: "
+        "not testable)",
         {"summing": summed, "averaging": cells["average"]})
   # Experiment 3: a warm start for half the run.
   one3 = select(runs, part="paine3", clients=1)
