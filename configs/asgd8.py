@@ -17,7 +17,10 @@ every n_sync and effective step the sweep could tell apart.
   python main.py --config=configs/asgd8.py
 
 Measured by `python -m benchmarks.papers.asynchronous --parts=validate` on seeds 5–9, which the
-choice never saw: see the README's config table and docs/asynchronous.md.
+choice never saw (2026-11-27, 2-core CPU, JAX 0.10.2): 94.5 ± 1.4% test top-1 (mean ± sd over the
+five seeds: 95.0, 93.1, 96.7, 94.2, 93.6), against 97.6 ± 0.6% for synchronous data parallelism
+on the same 8 × 16 images at its tuned rate (0.05) and the same 450 steps; seed-paired difference
+−3.1 points [−4.2, −1.9] (95% interval). docs/asynchronous.md has the sweep it came from.
 """
 
 from configs import default
