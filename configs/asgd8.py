@@ -1,9 +1,11 @@
-r"""Paine et al. 2013's GPU A-SGD: 8 clients and a parameter server, on digits.
+r"""Paine et al. 2013's GPU A-SGD, with the server averaging: 8 clients and a parameter server.
 
 Each client trains on 16 of the 128 images of every step with its own momentum and, every n_sync =
 16 steps, pushes its change to the server and fetches the server's parameters, at staggered
 phases (two clients meet the server every 4 steps). The server averages the clients' changes
-(`asgd_server_rule`), so the rate is the global batch's, as under every scheme.
+(`asgd_server_rule`), so the rate is the global batch's, as under every scheme — not the summing
+reading of Paine's server, under which his "same settings" collapse here (docs/asynchronous.md,
+Experiment 1).
 
 The setting is the study's (docs/asynchronous.md; `asgd8_choice` in
 benchmarks/papers/asynchronous.py): the largest n_sync of its sweep — 8 clients, n_sync 1, 4, 16,
