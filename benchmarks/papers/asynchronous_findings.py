@@ -194,18 +194,13 @@ def findings(runs: list[dict], chosen: dict, time_model: dict) -> list[dict]:
                   "evidence": evidence})
 
   target = chosen.get("target_top1")
-  one = select(runs, part="reference", steps=1080, learning_rate=chosen.get("one_client_rate"))
   # Experiment 1: 8 clients against one, in wall-clock priced on Blue Waters.
   for n, where in ((4, "n_sync 4 (4.5% of an epoch, his 6%)"),
                    (32, "n_sync 32 (3.2 momentum horizons; his 600 are 60)")):
-    eight = select(runs, part="paine1", server_rule="sum", n_sync=n)
-    if not (one and eight and target):
+    result = experiment1_speedup(runs, chosen, server_rule="sum", n_sync=n)
+    if result is None:
       continue
-    result = speedup(one, eight, target,
-                     baseline_step_s=_step_s(one, PAINE), method_step_s=_step_s(eight, PAINE))
-    averaged = speedup(one, select(runs, part="paine1", server_rule="average", n_sync=n),
-                       target, baseline_step_s=_step_s(one, PAINE),
-                       method_step_s=_step_s(eight, PAINE))
+    averaged = experiment1_speedup(runs, chosen, server_rule="average", n_sync=n)
     add(f"8 clients reach the single GPU's accuracy sooner in wall-clock (his: about 3.2×; "
         f"{where})",
         "Paine et al., Experiment 1 (Fig. 1)", faster(result),
@@ -291,24 +286,17 @@ def findings(runs: list[dict], chosen: dict, time_model: dict) -> list[dict]:
          "asgd8_top1": [r["final_eval_top1"] for r in asgd8.values()],
          "synchronous_top1": [r["final_eval_top1"] for r in sync.values()]})
   # Su et al., against the one client on their schedule.
-  one, target = select(runs, part="reference", steps=540), chosen.get("su_target_top1")
-  if target and one:
-    base_s = _step_s(one, SU)
+  target = chosen.get("su_target_top1")
+  if target and select(runs, part="reference", steps=540):
     over_one, over_every_step = {}, {}
     for method in ("allreduce", "butterfly", "hopping_ring"):
       for d in (4, 8):
-        cell = lambda every: select(runs, part="su", average_method=method, clients=d,
-                                    sync_every=every, learning_rate=chosen.get(
-                                        "su_rates", {}).get(f"{d}, {every}"))
-        if not all(cell(e) for e in (1, 4, 16)):
+        cells = {e: su_speedups(runs, chosen, method=method, replicas=d, every=e)
+                 for e in (1, 4, 16)}
+        if any(cell is None for cell in cells.values()):
           continue
-        over_one[f"{method}, {d}"] = {
-            f"every {e}": speedup(one, cell(e), target, baseline_step_s=base_s,
-                                  method_step_s=_step_s(cell(e), SU)) for e in (1, 4, 16)}
-        over_every_step[f"{method}, {d}"] = {
-            f"every {e}": speedup(cell(1), cell(e), target,
-                                  baseline_step_s=_step_s(cell(1), SU),
-                                  method_step_s=_step_s(cell(e), SU)) for e in (4, 16)}
+        over_one[f"{method}, {d}"] = {f"every {e}": cells[e][0] for e in (1, 4, 16)}
+        over_every_step[f"{method}, {d}"] = {f"every {e}": cells[e][1] for e in (4, 16)}
     if over_one:
       add("every way of averaging — all-reduce, butterfly, ring, hopping ring — speeds training "
           "up over one GPU", "Su, Chen & Morgan (a draft: the methods and the claim, no results)",
@@ -336,6 +324,40 @@ def findings(runs: list[dict], chosen: dict, time_model: dict) -> list[dict]:
       {"predicted_days": time_model["days_22_epochs_n_sync_600"], "paper_days": 3.3,
        "predicted_client_step_s": time_model["client_step_s_n_sync_600"]})
   return found
+
+
+def experiment1_speedup(runs: list[dict], chosen: dict, *, server_rule: str,
+                        n_sync: int) -> dict | None:
+  """Paine's Experiment 1: 8 clients (`paine1`) against the one-client reference, both on its
+  1,080-step schedule and priced on Blue Waters (`speedup`); None before either has run."""
+  target = chosen.get("target_top1")
+  one = select(runs, part="reference", steps=1080, learning_rate=chosen.get("one_client_rate"))
+  eight = select(runs, part="paine1", server_rule=server_rule, n_sync=n_sync)
+  if not (one and eight and target):
+    return None
+  return speedup(one, eight, target, baseline_step_s=_step_s(one, PAINE),
+                 method_step_s=_step_s(eight, PAINE))
+
+
+def su_speedups(runs: list[dict], chosen: dict, *, method: str, replicas: int,
+                every: int) -> tuple[dict, dict | None] | None:
+  """Su's averaging `method` on `replicas` every `every` steps at the rate allreduce chose for
+  it: its speed-up over the one client on the same schedule, and over the same method averaging
+  every step (None for every step itself), priced on 8 K20s; None before its runs exist."""
+  target = chosen.get("su_target_top1")
+  rates = chosen.get("su_rates", {})
+  cell = lambda e: select(runs, part="su", average_method=method, clients=replicas,
+                          sync_every=e, learning_rate=rates.get(f"{replicas}, {e}"))
+  one, runs_here, every_step = select(runs, part="reference", steps=540), cell(every), cell(1)
+  if not (target and one and runs_here and every_step):
+    return None
+  price = lambda side: _step_s(side, SU)
+  over_one = speedup(one, runs_here, target, baseline_step_s=price(one),
+                     method_step_s=price(runs_here))
+  over_every_step = None if every == 1 else speedup(
+      every_step, runs_here, target, baseline_step_s=price(every_step),
+      method_step_s=price(runs_here))
+  return over_one, over_every_step
 
 
 def _mean_defined(values) -> float | None:

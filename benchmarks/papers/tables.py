@@ -249,19 +249,12 @@ asynchronous_momentum = per_row(
 
 
 def _paine1_rows(result):
-  chosen = result["chosen"]
-  target = chosen.get("target_top1")
-  one = rules.select(result["runs"], part="reference", steps=1080,
-                     learning_rate=chosen.get("one_client_rate"))
-  rows = []
-  for label, runs in _runs_by_label(result, "paine1"):
-    by_seed = {r["seed"]: r for r in runs}
-    rows.append({**runs[0], "runs": runs, "speedup": rules.speedup(
-        one, by_seed, target, baseline_step_s=next(iter(one.values()))["predicted_step_s"][
-            rules.PAINE], method_step_s=runs[0]["predicted_step_s"][rules.PAINE])
-                 if one and target else None,
-                 "to_target": _mean_steps_to("target_top1")({"runs": runs}, result)})
-  return rows
+  return [{**runs[0], "runs": runs,
+           "speedup": rules.experiment1_speedup(result["runs"], result["chosen"],
+                                                server_rule=runs[0]["server_rule"],
+                                                n_sync=runs[0]["n_sync"]),
+           "to_target": _mean_steps_to("target_top1")({"runs": runs}, result)}
+          for _, runs in _runs_by_label(result, "paine1")]
 
 
 asynchronous_paine1 = per_row(
@@ -306,26 +299,16 @@ asynchronous_paine3 = per_row(
 
 
 def _su_rows(result):
-  chosen = result["chosen"]
-  rates = chosen.get("su_rates", {})
-  target = chosen.get("su_target_top1")
-  one = rules.select(result["runs"], part="reference", steps=540)
+  rates = result["chosen"].get("su_rates", {})
   rows = []
-  for label, runs in _runs_by_label(result, "su"):
+  for _, runs in _runs_by_label(result, "su"):
     first = runs[0]
     if rates.get(f"{first['clients']}, {first['sync_every']}") != first["learning_rate"]:
       continue  # a rate allreduce did not choose: in the tuning table.
-    by_seed = {r["seed"]: r for r in runs}
-    every_step = rules.select(result["runs"], part="su", average_method=first["average_method"],
-                              clients=first["clients"], sync_every=1,
-                              learning_rate=rates.get(f"{first['clients']}, 1"))
-    price = lambda runs: next(iter(runs.values()))["predicted_step_s"][rules.SU]
-    rows.append({**first, "runs": runs,
-                 "over_one": rules.speedup(one, by_seed, target, baseline_step_s=price(one),
-                                           method_step_s=price(by_seed)) if one else None,
-                 "over_every_step": None if first["sync_every"] == 1 else rules.speedup(
-                     every_step, by_seed, target, baseline_step_s=price(every_step),
-                     method_step_s=price(by_seed)),
+    over_one, over_every_step = rules.su_speedups(
+        result["runs"], result["chosen"], method=first["average_method"],
+        replicas=first["clients"], every=first["sync_every"]) or (None, None)
+    rows.append({**first, "runs": runs, "over_one": over_one, "over_every_step": over_every_step,
                  "to_target": _mean_steps_to("su_target_top1")({"runs": runs}, result)})
   return rows
 
