@@ -1,6 +1,7 @@
 """notebooks/colab.ipynb on a replica of Colab's CPU runtime, as a Colab user runs it. `.ci/run`
 builds a Python 3.13 environment from notebooks/colab_runtimes.txt's [cpu] section (Colab's
-versions: jax 0.7.2, flax 0.11.2, ...) and runs this file with it:
+versions: jax 0.7.2, flax 0.11.2, ...) and runs this file with it, passing Colab's own jax and
+jaxlib pins (`python .ci/colab_replica.py jax==0.7.2 jaxlib==0.7.2`):
 
 1. a fresh copy of the repository (the files a clone of it has) is the notebook's working folder,
    as after `!git clone ...` and `%cd`;
@@ -61,15 +62,9 @@ def tagged(notebook, tag: str):
   return cell
 
 
-def colab_versions(*names: str) -> list[str]:
-  """Colab's CPU runtime's pins of `names`, from notebooks/colab_runtimes.txt."""
-  sys.path.insert(0, ROOT)
-  from notebooks import runtime
-  versions = runtime.colab_runtime(os.path.join(ROOT, "notebooks", "colab_runtimes.txt"), "cpu")
-  return [f"{name}=={versions[name]}" for name in names]
-
-
-def main() -> int:
+def main(colab_pins: list[str]) -> int:
+  """`colab_pins`: Colab's `jax==…` and `jaxlib==…`, as notebooks/colab_runtimes.txt gives them."""
+  colab_jax = dict(pin.split("==") for pin in colab_pins)["jax"]
   failures = []
   with tempfile.TemporaryDirectory() as folder:
     clone = fresh_copy(os.path.join(folder, "hybrid_parallel"))
@@ -83,8 +78,9 @@ def main() -> int:
     print(f"the notebook ran top to bottom in {time.perf_counter() - started:.0f} s.")
     setup = text(tagged(notebook, "setup"))
     print(setup.strip())
-    if "installing: jax: 0.7.2 → " not in setup:
-      failures.append("the first cell did not install the project's JAX over Colab's 0.7.2.")
+    if f"installing: jax: {colab_jax} → " not in setup:
+      failures.append(f"the first cell did not install the project's JAX over Colab's "
+                      f"{colab_jax}.")
     final = json.loads(text(tagged(notebook, "train")).strip().splitlines()[-1])
     print("train cell:", json.dumps(final))
     if final["platform"] != "cpu" or not final["eval_top1"] > LEARNED_TOP1:
@@ -96,7 +92,7 @@ def main() -> int:
 
     # Colab's JAX back, imported before the first cell runs: the advice to restart, and a stop.
     subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps",
-                    *colab_versions("jax", "jaxlib")], check=True)
+                    *colab_pins], check=True)
     again = nbformat.v4.new_notebook(metadata=notebook.metadata, cells=[
         nbformat.v4.new_code_cell("import jax\nprint(jax.__version__)"),
         nbformat.v4.new_code_cell(tagged(notebook, "setup").source)])
@@ -106,7 +102,7 @@ def main() -> int:
     print("after `import jax` (Colab's", text(imported).strip() + "):",
           [f"{e.ename}: {e.evalue}" for e in errors])
     if not (len(errors) == 1 and errors[0].ename == "SystemExit" and
-            errors[0].evalue.endswith(RESTART_ADVICE) and "jax 0.7.2" in errors[0].evalue):
+            errors[0].evalue.endswith(RESTART_ADVICE) and f"jax {colab_jax}" in errors[0].evalue):
       failures.append("run after Colab's JAX was imported, the first cell did not stop with the "
                       "one-sentence restart advice.")
     elif any("Traceback" in line or "File " in line for line in errors[0].traceback):
@@ -117,4 +113,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-  sys.exit(main())
+  sys.exit(main(sys.argv[1:]))

@@ -322,8 +322,8 @@ def run_settings(settings: list[Setting], *, seeds, all_machines: dict, done: li
     fields = dataclasses.asdict(setting)
     earlier = {r["seed"]: r for r in done if {k: r.get(k) for k in fields} == fields}
     for seed in sorted(set(seeds) | set(earlier)):
-      if seed in earlier:
-        rows.append({**earlier[seed], "predicted_step_s": prediction})
+      if seed in earlier:  # priced anew when the study started (main).
+        rows.append(earlier[seed])
         continue
       row = {**fields, "seed": seed, "effective_step": setting.effective_step,
              **train_run(config(setting, seed)), "predicted_step_s": prediction}
