@@ -275,6 +275,25 @@ class BenchmarksTest(absltest.TestCase):
     self.assertEqual(json.loads(python_output(self, code).splitlines()[-1]),
                      [[0, True, label], [1, True, label], [2, True, label]])
 
+  def test_asynchronous_reprices_the_runs_it_keeps(self):
+    # Two kept runs carrying each other's prices (as after a change to the time model): each
+    # leaves with its own setting's price, and nothing else of it changes.
+    code = (
+        "import dataclasses, json\n"
+        "from benchmarks.papers import asynchronous as a\n"
+        "machines = a.machines()\n"
+        "settings = [a.synchronous_settings()[0], a.momentum_settings()[0]]\n"
+        "prices = [a.predicted_step_s(s, machines) for s in settings]\n"
+        "runs = [{**dataclasses.asdict(s), 'seed': 4, 'final_eval_top1': 0.5,\n"
+        "         'predicted_step_s': price} for s, price in zip(settings, prices[::-1])]\n"
+        "print(json.dumps({'prices': prices, 'runs': runs,\n"
+        "                  'repriced': a.repriced(runs, machines)}))\n")
+    out = json.loads(python_output(self, code).splitlines()[-1])
+    self.assertNotEqual(out["prices"][0], out["prices"][1])  # else the swap proves nothing.
+    self.assertEqual([r["predicted_step_s"] for r in out["repriced"]], out["prices"])
+    self.assertEqual([{**r, "predicted_step_s": None} for r in out["repriced"]],
+                     [{**r, "predicted_step_s": None} for r in out["runs"]])
+
   def test_every_main_command_in_the_docs_describes_a_run(self):
     # --dry_run checks every flag and config field and resolves the run, touching nothing.
     commands = [argv for _, program, argv in documented_commands() if program == "main.py"]

@@ -308,6 +308,14 @@ def machines() -> dict:
   return {"paine": dataclasses.replace(paine, nodes=9), "krizhevsky": k20s, "h100": h100}
 
 
+def repriced(runs: list[dict], all_machines: dict) -> list[dict]:
+  """`runs`, each with the price its setting has under the time model now: a kept run's price
+  follows the model's code, not the day the run was trained."""
+  return [{**run, "predicted_step_s": predicted_step_s(
+      Setting(**{f.name: run[f.name] for f in dataclasses.fields(Setting)}), all_machines)}
+          for run in runs]
+
+
 # --- Running the parts ------------------------------------------------------------------------
 
 
@@ -506,9 +514,7 @@ def main(argv):
   result["machines"] = {name: {"name": m.name, "efficiency": round(m.efficiency, 4),
                                "calibrated_from": m.calibrated_from}
                         for name, m in all_machines.items()}
-  for run in result["runs"]:  # the time model's prices follow its code, not the day of the run.
-    run["predicted_step_s"] = predicted_step_s(
-        Setting(**{f.name: run[f.name] for f in dataclasses.fields(Setting)}), all_machines)
+  result["runs"] = repriced(result["runs"], all_machines)
   seeds = [int(s) for s in _SEEDS.value]
   for part in _PARTS.value:
     done = [r for r in result["runs"] if r["part"] == part]
