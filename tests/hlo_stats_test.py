@@ -132,6 +132,28 @@ ENTRY %main (p: f32[1024], x: f32[256]) -> f32[1024] {
                      [("all-reduce", 4096, 2, 1), ("all-gather", 2048, 2, 1),
                       ("collective-permute", 1024, 1, 0)])
 
+  def test_only_collectives_beside_a_convolution_or_matmul_count_as_overlapped(self):
+    # Trimmed from data 8×1's step compiled for an H100 node (JAX 0.12.0.1, CUDA 13 plugin):
+    # fc7's gradient all-reduce runs beside fc6's weight-gradient product, a Triton GEMM fusion;
+    # fc6's runs beside the optimizer's elementwise fusions only, and is exposed.
+    hlo = """HloModule m, is_scheduled=true
+
+ENTRY %main (g7: f32[4096,4096], g6: f32[9216,4096], a: bf16[9216,256], b: bf16[256,4096]) -> f32[9216,4096] {
+  %all-reduce-start.2 = ((f32[4096,4096]{1,0}), f32[4096,4096]{1,0}) all-reduce-start(%g7), channel_id=1, replica_groups=mesh['data'=8,'model'=1] {'data'}, use_global_device_ids=true, to_apply=%region_28.30
+  %gemm_fusion_transpose.22 = bf16[9216,4096]{1,0} fusion(%a, %b), kind=kCustom, calls=%fused_computation.gemm_fusion_transpose.22_computation, backend_config={"operation_queue_id":"0","fusion_backend_config":{"kind":"__triton_nested_gemm_fusion"}}
+  %wrapped_convert.13 = f32[9216,4096]{1,0} fusion(%gemm_fusion_transpose.22), kind=kLoop, calls=%wrapped_convert_computation.13
+  %all-reduce-done.2 = f32[4096,4096]{1,0} all-reduce-done(%all-reduce-start.2)
+  %all-reduce-start.1 = ((f32[9216,4096]{1,0}), f32[9216,4096]{1,0}) all-reduce-start(%wrapped_convert.13), channel_id=1, replica_groups=mesh['data'=8,'model'=1] {'data'}, use_global_device_ids=true, to_apply=%region_26.28
+  %loop_add_fusion.10 = f32[4096,4096]{1,0} fusion(%all-reduce-done.2, %g7), kind=kLoop, calls=%fused_add.10
+  %loop_multiply_fusion.1 = f32[4096,4096]{1,0} fusion(%loop_add_fusion.10), kind=kLoop, calls=%fused_multiply.1
+  ROOT %all-reduce-done.1 = f32[9216,4096]{1,0} all-reduce-done(%all-reduce-start.1)
+}
+"""
+    self.assertEqual([(c.name, c.compute_ops_in_flight, c.heavy_ops_in_flight)
+                      for c in hlo_stats.async_collectives(hlo)],
+                     [("all-reduce-start.2", 2, 1), ("all-reduce-start.1", 2, 0)])
+    self.assertEqual(hlo_stats.overlapped(hlo), {"all-reduce-start.2"})
+
   def test_tpu_fused_reduce_scatter_counts_as_a_reduce_scatter(self):
     # Trimmed from owt8's step compiled for TPU v2 (libtpu 0.0.42.1, benchmarks' compile-only
     # topology): the FC input's gradient, reduce-scattered over a 4-way group, written as a fusion

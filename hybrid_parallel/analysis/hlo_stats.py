@@ -191,6 +191,9 @@ _COMPUTE_OPS = ("fusion", "convolution", "custom-call", "dot")
 # A step's bulk: convolutions and matrix products, as XLA writes them or as the library calls
 # (cuDNN, cuBLAS) it hands them to on a GPU. An elementwise fusion in flight hides little.
 _HEAVY_CALL = re.compile(r'custom_call_target="[^"]*(conv|gemm|matmul|cublas|cudnn)[^"]*"', re.I)
+# And XLA:GPU's own GEMM kernels: a fusion whose backend config names a Triton GEMM (JAX 0.12
+# writes the FC layers' products as `"kind":"__triton_nested_gemm_fusion"`) or a cuDNN fusion.
+_HEAVY_FUSION = re.compile(r'"kind":"(__triton\w*gemm\w*|__cudnn\$fusion)"')
 
 
 @dataclasses.dataclass
@@ -234,10 +237,21 @@ def async_collectives(hlo_text: str) -> list[AsyncCollective]:
         in_flight += later.group("op") in _COMPUTE_OPS
         heavy += (later.group("op") in ("convolution", "dot") or
                   bool(later.group("op") == "custom-call" and
-                       _HEAVY_CALL.search(later.group("operands"))))
+                       _HEAVY_CALL.search(later.group("operands"))) or
+                  bool(later.group("op") == "fusion" and
+                       _HEAVY_FUSION.search(later.group("operands"))))
       shape = start.group("shape")
       if shape.startswith("("):  # (operands..., results...): the result half.
         parts = re.findall(r"[a-z]+\d*\[[\d,]*\]", shape)
         shape = " ".join(parts[len(parts) // 2:])
       found.append(AsyncCollective(kind, name, shape_bytes(shape), in_flight, heavy))
   return found
+
+
+def overlapped(hlo_text: str) -> set[str]:
+  """The names of the collectives whose transfer the schedule runs beside a convolution or a
+  matrix product: those a time model may hide behind the step's compute. One beside elementwise
+  fusions alone (an optimizer's update, an average) is exposed: they last microseconds, a
+  gradient's transfer a millisecond (data 8×1's 151 MB fc6 all-reduce on XLA:GPU runs beside
+  44 such fusions and nothing else)."""
+  return {c.name for c in async_collectives(hlo_text) if c.heavy_ops_in_flight > 0}
