@@ -138,6 +138,20 @@ class TimeModelTest(absltest.TestCase):
     self.assertAlmostEqual(costmodel.transfer_time(gradients, yadan),
                            2 * (LINK.alpha + n * LINK.beta) + (p + 1) * n * 1e-11)
 
+  def test_the_pass_model_refuses_a_program_s_collectives(self):
+    # It splits the transfers by purpose; a program's collectives have none and were once
+    # dropped from the step without a word (owt (c) across two nodes priced without its
+    # gradients).
+    program = [costmodel.Transfer("program", "sent", 1e8, 8)]
+    for variant in "bc":
+      with self.assertRaisesRegex(ValueError, "analytic_transfers"):
+        costmodel.step_time(OWT, self.PLAN, machine(LINK), global_batch=1024, image_size=224,
+                            num_classes=1000, owt_variant=variant, transfers=program)
+    # (a) is one stage: a program's collectives are what it prices.
+    t = costmodel.step_time(OWT, self.PLAN, machine(LINK), global_batch=1024, image_size=224,
+                            num_classes=1000, transfers=program)
+    self.assertAlmostEqual(t["communication_s"], LINK.alpha + 1e8 * LINK.beta)
+
   def test_an_overlapped_transfer_costs_only_what_outlasts_the_compute(self):
     link = hardware.Link("1 GB/s", alpha=0.0, beta=1e-9)
     second = lambda overlapped: costmodel.Transfer("program", "sent", 1e9, 8,

@@ -15,16 +15,24 @@ from tests import step_test, testing
 BATCH = step_test.GLOBAL_BATCH
 
 
+def _program(devices, model_name: str, scheme: str, data: int, model: int, *, batch: int,
+             config=None):
+  """`model_name`'s `scheme` data × model step compiled for `devices` at global `batch`, with
+  the analytic minimum."""
+  spec = testing.resolve(model_name, scheme, data, model, config or step_test.CONFIG, batch)
+  step = experiment.lower_train_step(
+      spec, num_classes=10, devices=gpu_topologies.mesh_devices(devices, data, model),
+      **testing.SCHEDULE)
+  minimum = costmodel.traffic(models.ARCHITECTURES[model_name], step.run.plan,
+                              global_batch=batch, image_size=testing.IMAGE_SIZE, num_classes=10)
+  return step, step.lowered.compile().as_text(), minimum
+
+
 def _hybrid_program(devices, data: int):
   """alexnet_tiny's hybrid data × 2 step compiled for `devices`, with the analytic minimum."""
-  spec = testing.resolve("alexnet_tiny", "hybrid", data, 2, step_test.CONFIG, data * BATCH // 2)
-  step = experiment.lower_train_step(
-      spec, num_classes=10, devices=gpu_topologies.mesh_devices(devices, data, 2),
-      **testing.SCHEDULE)
-  minimum = costmodel.traffic(models.ARCHITECTURES["alexnet_tiny"], step.run.plan,
-                              global_batch=spec.global_batch_size,
-                              image_size=testing.IMAGE_SIZE, num_classes=10)
-  return step.run.mesh, step.lowered.compile().as_text(), minimum
+  step, hlo, minimum = _program(devices, "alexnet_tiny", "hybrid", data, 2,
+                                batch=data * BATCH // 2)
+  return step.run.mesh, hlo, minimum
 
 
 @unittest.skipIf(gpu_topologies.unavailable_reason(),
@@ -58,6 +66,33 @@ class GpuCompileTest(absltest.TestCase):
                         for op in ops))
     crossing_bytes = sum(sum(op.sent) / 8 for op in crossing)
     self.assertBetween(crossing_bytes - minimum.gradients, 0, 8 * BATCH + 64)
+
+  def test_owt_passes_are_priced_with_their_gradients_across_the_hosts(self):
+    # owt (c) on 4 × 4 over two nodes: its data axis crosses them. The pass model prices
+    # transfers by purpose, so the program's collectives become the analytic minimum (which the
+    # program sends: the test above), the gradients on the network — once dropped from the step.
+    config = step_test.CONFIG.copy_and_resolve_references()
+    batch = 4 * BATCH  # (c) splits each device's rows into 4 passes: 4 rows each.
+    config.owt_variant, config.eval_batch_size = "c", batch
+    devices = gpu_topologies.topology_devices("h100", "1x2x8")
+    step, hlo, minimum = _program(devices, "alexnet_owt_tiny", "owt", 4, 4, batch=batch,
+                                  config=config)
+    arch, plan = models.ARCHITECTURES["alexnet_owt_tiny"], step.run.plan
+    transfers = gpu_topologies.time_model_transfers(
+        hlo, mesh=step.run.mesh, plan=plan, arch=arch, global_batch=batch,
+        image_size=testing.IMAGE_SIZE, num_classes=10, dtype="float32", owt_variant="c")
+    gradients = [t for t in transfers if t.purpose == "gradients"]
+    self.assertAlmostEqual(sum(map(costmodel.bytes_sent, gradients)), minimum.gradients)
+    self.assertTrue(all(t.crosses_nodes for t in gradients))
+    machine = gpu_topologies.calibrated_node("h100", "1x2x8", model="alexnet_owt",
+                                             dtype="float32",
+                                             measured=gpu_topologies.one_gpu_rows())
+    t = costmodel.step_time(arch, plan, machine, global_batch=batch,
+                            image_size=testing.IMAGE_SIZE, num_classes=10, dtype="float32",
+                            transfers=transfers, owt_variant="c")
+    network = sum(costmodel.transfer_time(g, machine) for g in gradients)
+    self.assertGreater(network, 0)
+    self.assertGreaterEqual(t["step_s"], t["compute_s"] + network)
 
 
 if __name__ == "__main__":

@@ -28,7 +28,7 @@ from benchmarks import per_row
 from benchmarks.speed import gpu_topologies
 from configs import default
 from hybrid_parallel import models, platforms
-from hybrid_parallel.analysis import costmodel, hlo_stats
+from hybrid_parallel.analysis import costmodel
 from hybrid_parallel.errors import UserError
 
 _GPU = flags.DEFINE_string("gpu", "h100", "h100 or h200.")
@@ -132,13 +132,10 @@ def rank(machine: Described, *, compiled: bool) -> tuple[list[dict], list[dict]]
              memory.output_size_in_bytes - memory.alias_size_in_bytes)
       row.update(hbm_gib=round(hbm / 2**30, 2), hbm_fits=hbm <= gpu_topologies.JAX_MEMORY_FRACTION
                  * gpu_topologies.GPUS[machine.gpu].memory_bytes)
-      hlo = program.as_text()
-      in_flight = {c.name for c in hlo_stats.async_collectives(hlo)
-                   if c.compute_ops_in_flight > 0}
-      transfers = [costmodel.Transfer(
-          "program", "sent", sum(op.sent) / len(op.sent), len(op.sent),
-          gpu_topologies.crosses_hosts(op, step.run.mesh), op.name in in_flight)
-          for op in hlo_stats.collectives(hlo, data * model)]
+      transfers = gpu_topologies.time_model_transfers(
+          program.as_text(), mesh=step.run.mesh, plan=plan, arch=arch,
+          global_batch=machine.global_batch, image_size=machine.image_size,
+          num_classes=NUM_CLASSES, dtype=machine.dtype, owt_variant=variant)
     else:
       crossing = ("data",) if machine.nodes > 1 and data > 1 else ()
       transfers = costmodel.analytic_transfers(
@@ -148,7 +145,7 @@ def rank(machine: Described, *, compiled: bool) -> tuple[list[dict], list[dict]]
     t = costmodel.step_time(arch, plan, node, global_batch=machine.global_batch,
                             image_size=machine.image_size, num_classes=NUM_CLASSES,
                             dtype=machine.dtype, transfers=transfers, owt_variant=variant)
-    sent = [_bytes_sent(x) for x in transfers]
+    sent = [costmodel.bytes_sent(x) for x in transfers]
     row.update(step_ms=round(1e3 * t["step_s"], 2), compute_ms=round(1e3 * t["compute_s"], 2),
                communication_ms=round(1e3 * t["communication_s"], 2),
                images_per_sec=round(machine.global_batch / t["step_s"]),
@@ -158,13 +155,6 @@ def rank(machine: Described, *, compiled: bool) -> tuple[list[dict], list[dict]]
     rows.append(row)
   rows.sort(key=lambda r: (r["hbm_fits"] is False, -r["images_per_sec"]))  # unrounded order.
   return rows, refused
-
-
-def _bytes_sent(transfer) -> float:
-  """What one GPU sends for a transfer: as read from the program, or the analytic figure."""
-  if transfer.kind == "sent":
-    return transfer.bytes
-  return 2 * (transfer.devices - 1) / transfer.devices * transfer.bytes
 
 
 def why(rows: list[dict]) -> str:

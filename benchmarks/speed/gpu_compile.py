@@ -24,7 +24,8 @@ compile-only devices (experiment.lower_train_step, the step train.py runs) at th
   curve — up to 1.4× slower where the step is memory-bound: its HBM is 3.35 TB/s, not 4.8);
   each compiled collective's bytes at the node's NVLink all-reduce bus bandwidth, or at the
   per-GPU 400 Gb/s NIC where its groups cross hosts (analysis/hardware.py); a collective with
-  compute in flight costs what outlasts the compute, the rest is exposed.
+  a convolution or matrix product in flight (hlo_stats.overlapped) costs what outlasts the
+  compute, the rest is exposed: one beside elementwise fusions alone hides nothing.
 
 `1x1x8` is one node; on `1x2x8` (two nodes of eight) each config's data axis doubles across the
 nodes, and its batches with it (`single` becomes data 2×1): each node holds the config's mesh,
@@ -82,22 +83,25 @@ def _spread_over_hosts(config, topology: str):
   return config
 
 
-def predict(ops, async_ops, *, mesh, machine, arch, plan, config) -> dict:
-  """The step through the time model (costmodel.step_time), its transfers the compiled
-  program's collectives: each on NVLink or, where its groups cross hosts, on the network, and
-  hidden behind compute where XLA runs it with compute in flight."""
-  overlapped = {c.name for c in async_ops if c.compute_ops_in_flight > 0}
-  transfers = [costmodel.Transfer("program", "sent", sum(op.sent) / len(op.sent),
-                                  len(op.sent), gpu_topologies.crosses_hosts(op, mesh),
-                                  op.name in overlapped) for op in ops]
+def predict(hlo: str, *, mesh, machine, arch, plan, config) -> dict:
+  """The step through the time model (costmodel.step_time) on the transfers it prices for the
+  compiled program (gpu_topologies.time_model_transfers). `exposed_comm_ms` is what the model
+  adds to the compute, `overlapped_comm_ms` what of the transfers' time it hides."""
+  transfers = gpu_topologies.time_model_transfers(
+      hlo, mesh=mesh, plan=plan, arch=arch, global_batch=config.global_batch_size,
+      image_size=config.image_size, num_classes=compile_only.NUM_CLASSES, dtype=config.dtype,
+      owt_variant=config.owt_variant)
   t = costmodel.step_time(arch, plan, machine, global_batch=config.global_batch_size,
                           image_size=config.image_size, num_classes=compile_only.NUM_CLASSES,
-                          dtype=config.dtype, transfers=transfers)
-  seconds = lambda chosen: sum(costmodel.transfer_time(x, machine) for x in chosen)
+                          dtype=config.dtype, transfers=transfers,
+                          owt_variant=config.owt_variant,
+                          fc_updates_per_step=config.fc_updates_per_step)
+  serial = sum(costmodel.transfer_time(x, machine) for x in transfers)
   return {"compute_ms": round(1e3 * t["compute_s"], 3),
-          "exposed_comm_ms": round(1e3 * seconds(x for x in transfers if not x.overlapped), 3),
-          "overlapped_comm_ms": round(1e3 * seconds(x for x in transfers if x.overlapped), 3),
-          "crossing_hosts_mb": round(sum(x.bytes for x in transfers if x.crosses_nodes) / 1e6, 2),
+          "exposed_comm_ms": round(1e3 * t["communication_s"], 3),
+          "overlapped_comm_ms": round(1e3 * max(0.0, serial - t["communication_s"]), 3),
+          "crossing_hosts_mb": round(sum(costmodel.bytes_sent(x) for x in transfers
+                                         if x.crosses_nodes) / 1e6, 2),
           "predicted_step_ms": round(1e3 * t["step_s"], 3)}
 
 
@@ -117,9 +121,10 @@ def compile_row(gpu: str, topology: str, name: str, *, dtype: str, devices, meas
   facts = compile_only.program_facts(compiled, config=config, plan=plan)
   hlo = compiled.as_text()
   async_ops = hlo_stats.async_collectives(hlo)
+  overlapped = hlo_stats.overlapped(hlo)
   machine = gpu_topologies.calibrated_node(gpu, topology, model=config.model, dtype=dtype,
                                            measured=measured)
-  prediction = predict(hlo_stats.collectives(hlo, plan.data * plan.model), async_ops, mesh=mesh,
+  prediction = predict(hlo, mesh=mesh,
                        machine=machine, arch=models.ARCHITECTURES[config.model], plan=plan,
                        config=config)
   capacity = gpu_topologies.JAX_MEMORY_FRACTION * GPUS[gpu].memory_bytes
@@ -133,8 +138,11 @@ def compile_row(gpu: str, topology: str, name: str, *, dtype: str, devices, meas
           "analytic_mb": round(facts["analytic_bytes"] / 1e6, 2),
           "async_collectives": len(async_ops),
           "async_with_compute_in_flight": sum(c.compute_ops_in_flight > 0 for c in async_ops),
+          "async_overlapped": len(overlapped),
           "async": [{"kind": c.kind, "mb": round(c.bytes / 1e6, 3),
-                     "compute_ops_in_flight": c.compute_ops_in_flight} for c in async_ops],
+                     "compute_ops_in_flight": c.compute_ops_in_flight,
+                     "convolutions_and_matmuls_in_flight": c.heavy_ops_in_flight}
+                    for c in async_ops],
           "compute_from": machine.calibrated_from, **prediction,
           "predicted_images_per_sec": round(1e3 * config.global_batch_size
                                             / prediction["predicted_step_ms"])}

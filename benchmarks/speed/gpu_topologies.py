@@ -20,7 +20,7 @@ from jax.experimental import topologies
 
 import benchmarks
 from hybrid_parallel import platforms
-from hybrid_parallel.analysis import hardware
+from hybrid_parallel.analysis import costmodel, hardware, hlo_stats
 
 # docs/gpu.json's one-GPU rows (H200, JAX 0.11.2, 2026-11-23): the compute rate of the predictions.
 MEASURED = os.path.join(benchmarks.DOCS, "gpu.json")
@@ -117,6 +117,25 @@ def crosses_hosts(collective, mesh) -> bool:
   or a permute's pairs, in the mesh's device order) joins devices of different hosts."""
   hosts = [d.process_index for d in mesh.devices.flat]
   return any(len({hosts[i] for i in group}) > 1 for group in collective.members)
+
+
+def time_model_transfers(hlo: str, *, mesh, plan, arch, global_batch: int, image_size: int,
+                         num_classes: int, dtype: str, owt_variant: str) -> list:
+  """What costmodel.step_time prices for a program compiled on `mesh`: the program's own
+  collectives — what each device sends, on the network where its groups cross hosts, hidden
+  where a convolution or matrix product runs beside it (hlo_stats.overlapped). owt's (b)/(c)
+  passes are priced by purpose instead (their model splits gradients from activations): the
+  analytic minimum, which the compiled programs send (tests/gpu_compile_test.py), across the
+  hosts along the mesh axes that cross them."""
+  if costmodel.prices_owt_passes(plan, owt_variant):
+    return costmodel.analytic_transfers(
+        arch, plan, global_batch=global_batch, image_size=image_size, num_classes=num_classes,
+        activation_bytes=2 if dtype == "bfloat16" else 4,
+        crossing_axes=tuple(axes_crossing_hosts(mesh)))
+  overlapped = hlo_stats.overlapped(hlo)
+  return [costmodel.Transfer("program", "sent", sum(op.sent) / len(op.sent), len(op.sent),
+                             crosses_hosts(op, mesh), op.name in overlapped)
+          for op in hlo_stats.collectives(hlo, mesh.devices.size)]
 
 
 def one_gpu_rows() -> list[dict]:

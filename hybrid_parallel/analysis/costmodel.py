@@ -247,12 +247,30 @@ def step_time(arch, plan, machine: Machine, *, global_batch: int, image_size: in
     transfers = analytic_transfers(arch, plan, global_batch=global_batch, image_size=image_size,
                                    num_classes=num_classes,
                                    activation_bytes=2 if dtype == "bfloat16" else 4)
-  if plan.layout.conv_batch_over_model and owt_variant != "a" and plan.model > 1:
+  if prices_owt_passes(plan, owt_variant):
+    if any(t.purpose not in ("gradients", "activations") for t in transfers):
+      # The pass model splits the transfers by purpose; a program's collectives have none, and
+      # would be dropped from the step (they were, once: owt (c) across two nodes at 2.12 ms).
+      raise ValueError("owt's (b)/(c) pass model prices transfers by purpose: give it "
+                       "analytic_transfers, not a compiled program's collectives")
     return _owt_passes(arch, plan, machine, compute=compute, transfers=transfers,
                        global_batch=global_batch, image_size=image_size,
                        num_classes=num_classes, dtype=dtype, algorithm=algorithm,
                        variant=owt_variant, fc_updates_per_step=fc_updates_per_step)
   return with_transfers(compute, transfers, machine, algorithm=algorithm)
+
+
+def bytes_sent(transfer: Transfer) -> float:
+  """What one device sends for `transfer`: as read from a program, or the analytic figure (an
+  all-reduce, or a gather with its reduce-scatter, each 2(p − 1)/p · n)."""
+  if transfer.kind == "sent":
+    return transfer.bytes
+  return 2 * (transfer.devices - 1) / transfer.devices * transfer.bytes
+
+
+def prices_owt_passes(plan, owt_variant: str) -> bool:
+  """Whether step_time prices `plan` by owt's FC passes (_owt_passes) rather than one stage."""
+  return plan.layout.conv_batch_over_model and owt_variant != "a" and plan.model > 1
 
 
 def with_transfers(compute_s: float, transfers: list[Transfer], machine: Machine, *,
