@@ -25,7 +25,9 @@ compile-only devices (experiment.lower_train_step, the step train.py runs) at th
   each compiled collective's bytes at the node's NVLink all-reduce bus bandwidth, or at the
   per-GPU 400 Gb/s NIC where its groups cross hosts (analysis/hardware.py); a collective with
   a convolution or matrix product in flight (hlo_stats.overlapped) costs what outlasts the
-  compute, the rest is exposed: one beside elementwise fusions alone hides nothing.
+  compute, the rest is exposed: one beside elementwise fusions alone hides nothing. owt's (b)
+  and (c) (owt8:b, owt8:c) are priced by the time model's FC passes on their analytic transfers
+  (gpu_topologies.time_model_transfers), every gradient sum exposed.
 
 `1x1x8` is one node; on `1x2x8` (two nodes of eight) each config's data axis doubles across the
 nodes, and its batches with it (`single` becomes data 2×1): each node holds the config's mesh,

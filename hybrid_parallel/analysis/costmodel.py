@@ -168,7 +168,7 @@ class Transfer:
     bytes: n, the summed or gathered tensor (or, for "sent", each device's bytes).
     devices: p, the devices in each group.
     crosses_nodes: its groups join devices of different nodes (it runs on the network).
-    overlapped: XLA runs it while compute is in flight (its asynchronous collectives).
+    overlapped: XLA runs it beside a convolution or matrix product (hlo_stats.overlapped).
   """
   purpose: str
   kind: str
