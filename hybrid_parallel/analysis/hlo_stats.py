@@ -193,6 +193,8 @@ _COMPUTE_OPS = ("fusion", "convolution", "custom-call", "dot")
 _HEAVY_CALL = re.compile(r'custom_call_target="[^"]*(conv|gemm|matmul|cublas|cudnn)[^"]*"', re.I)
 # And XLA:GPU's own GEMM kernels: a fusion whose backend config names a Triton GEMM (JAX 0.12
 # writes the FC layers' products as `"kind":"__triton_nested_gemm_fusion"`) or a cuDNN fusion.
+# Other kinds (a CUTLASS `__custom_fusion`, say) count as light: none appears in these programs
+# under JAX 0.12, and a new one would show as a collective newly exposed in gpu_compile's rows.
 _HEAVY_FUSION = re.compile(r'"kind":"(__triton\w*gemm\w*|__cudnn\$fusion)"')
 
 
