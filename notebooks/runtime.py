@@ -7,7 +7,7 @@ It also reads the requirements files for the rest of the project (the accelerato
 packaging test): with `packaging`, the reader pip itself uses. Standard library and `packaging`
 only (every Colab runtime has it, and so does an environment requirements.txt built, through its
 packages' dependencies): it runs before anything is installed. The notebook imports it as
-`notebooks.runtime`, with the repository root on sys.path.
+`notebooks.runtime` from the repository root, its working folder.
 """
 
 import dataclasses
