@@ -71,7 +71,6 @@ class SpeedupTest(absltest.TestCase):
     self.assertEqual(result["method_missed"], [4])
     self.assertFalse(rules.faster(result))
 
-
   def test_su_s_one_client_is_priced_on_su_s_machine(self):
     # A comparison prices both sides on one machine: the first draft priced Su's one-client
     # baseline on Blue Waters (Paine's, 2.6× dearer a step) and the replicas on 8 K20s.

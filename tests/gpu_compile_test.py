@@ -82,8 +82,13 @@ class GpuCompileTest(absltest.TestCase):
         hlo, mesh=step.run.mesh, plan=plan, arch=arch, global_batch=batch,
         image_size=testing.IMAGE_SIZE, num_classes=10, dtype="float32", owt_variant="c")
     gradients = [t for t in transfers if t.purpose == "gradients"]
-    self.assertAlmostEqual(sum(map(costmodel.bytes_sent, gradients)), minimum.gradients)
     self.assertTrue(all(t.crosses_nodes for t in gradients))
+    # What is priced on the network is what the compiled program's host-crossing all-reduces
+    # send, beyond it only the scalar metrics and the finiteness verdict (as above).
+    crossing = [op for op in hlo_stats.collectives(hlo, 16)
+                if op.kind == "all-reduce" and gpu_topologies.crosses_hosts(op, step.run.mesh)]
+    self.assertBetween(sum(sum(op.sent) / 16 for op in crossing)
+                       - sum(map(costmodel.bytes_sent, gradients)), 0, 8 * batch + 64)
     machine = gpu_topologies.calibrated_node("h100", "1x2x8", model="alexnet_owt",
                                              dtype="float32",
                                              measured=gpu_topologies.one_gpu_rows())
