@@ -13,10 +13,14 @@ def quiet_info_from(library: str) -> None:
   """Drops the INFO lines logged from files under `library` (orbax: a dozen per checkpoint;
   tfds: several per split read); its warnings and errors still show, one line each — without
   the tracebacks its background threads attach (the caller reports the failure itself, in one
-  sentence)."""
+  sentence). asyncio's report of a task of `library`'s whose exception nobody retrieved (orbax
+  writes a checkpoint's fragments as concurrent tasks: when a full disk fails one, the others'
+  errors may be collected unread) is `library`'s error too, and is shortened the same way."""
+  where = f"{os.sep}{library}{os.sep}"
 
   def keep(record) -> bool:
-    if f"{os.sep}{library}" not in record.pathname:
+    about_a_task = record.name == "asyncio" and where in str(record.getMessage())
+    if where not in record.pathname and not about_a_task:
       return True
     # std logging's levels (absl's constants differ: its WARNING is 1).
     if record.levelno < std_logging.WARNING:
