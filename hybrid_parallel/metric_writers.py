@@ -6,7 +6,9 @@ import os
 import time
 
 from absl import logging
-from tensorboardX import SummaryWriter
+from tensorboardX import summary
+from tensorboardX.event_file_writer import EventsWriter
+from tensorboardX.proto import event_pb2
 
 
 def quiet_info_from(library: str) -> None:
@@ -70,13 +72,27 @@ class MetricWriter:
       logging.info("dropped %d metrics row(s) logged after step %d, which this run repeats.",
                    dropped, first_step)
     self._jsonl = open(path, "a")
-    self._tensorboard = SummaryWriter(logdir=workdir, purge_step=first_step + 1)
+    # Written here, not through tensorboardX's SummaryWriter: that queues events for a thread
+    # and its flush() does not wait for the queue, so a SIGKILL could lose a step's event whose
+    # metrics row was on disk — and the restart, repeating only the steps after its checkpoint,
+    # never wrote it again (faults_test's kill-and-restart, once in a loaded suite).
+    # Its own file, named in order after any earlier run's: the file name's clock has whole
+    # seconds, and a second writer within the same one truncated the first's file.
+    self._tensorboard = EventsWriter(os.path.join(workdir, "events"),
+                                     filename_suffix=f".{time.time_ns()}")
+    # TensorBoard hides the events an earlier run logged from here on (tensorboardX's purge_step).
+    self._tensorboard.write_event(event_pb2.Event(
+        step=first_step + 1, wall_time=time.time(),
+        session_log=event_pb2.SessionLog(status=event_pb2.SessionLog.START)))
+    self._tensorboard.flush()
 
   def write(self, step: int, row: dict[str, float]) -> None:
+    """Appends `row` at `step` to both records; both are on disk when it returns."""
     self._jsonl.write(json.dumps({"step": step, **row}) + "\n")
     self._jsonl.flush()
     for name, value in row.items():
-      self._tensorboard.add_scalar(name, value, step)
+      self._tensorboard.write_event(event_pb2.Event(step=step, wall_time=time.time(),
+                                                    summary=summary.scalar(name, value)))
     self._tensorboard.flush()
 
   def close(self) -> None:
