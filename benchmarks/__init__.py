@@ -3,13 +3,18 @@ question to its command, its JSON and its doc page). Each runs from the reposito
 `python -m benchmarks.GROUP.NAME` (`--help` lists its flags), prints JSON and writes its results
 into docs/, where `python -m benchmarks.docs` renders the tables each study declares (`TABLES`).
 
-What every study shares is here, in the package: where the docs are, how a result is published,
-and how a table is declared (one row per item of the JSON, as its columns)."""
+What every study shares is here, in the package: where the docs are, how a result is published
+with its record (date, machine, software, command) and read back, and how a table is declared (one
+row per item of the JSON, as its columns)."""
 
+import datetime
+import importlib.metadata
 import json
 import math
 import os
+import platform
 import re
+import shlex
 import statistics
 import sys
 from collections.abc import Callable
@@ -20,8 +25,98 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DOCS = os.path.join(ROOT, "docs")
 
 
-def publish(data, path: str) -> None:
-  """Writes a study's JSON to `path`; when that is docs/, refreshes the tables made from it."""
+# --- Results files: what was measured and the record of how -----------------------------------
+
+# The packages every record names (a study adds what else it ran, e.g. torch).
+SOFTWARE = ("jax", "jaxlib", "flax", "optax", "orbax-checkpoint", "numpy")
+# What a record must hold: when, on what, with which versions, made by which command.
+RECORD_FIELDS = ("date", "machine", "software", "command")
+
+
+def _cpu_model() -> str:
+  try:
+    with open("/proc/cpuinfo") as f:
+      for line in f:
+        if line.startswith("model name"):
+          return line.split(":", 1)[1].strip()
+  except OSError:  # not Linux
+    pass
+  return platform.processor() or platform.machine()
+
+
+def this_machine() -> str:
+  """The machine this process measures on, as a reader names it: "Intel(R) Xeon(R) Processor,
+  2 cores", or the accelerators JAX sees on their host ("1 × NVIDIA H100 80GB HBM3; host
+  Intel(R) Xeon(R) Processor, 16 cores")."""
+  import jax  # every study has imported it; the package itself need not.
+  host = f"{_cpu_model()}, {os.cpu_count()} cores"
+  devices = jax.devices()
+  if devices[0].platform == "cpu":
+    return host
+  return f"{len(devices)} × {devices[0].device_kind}; host {host}"
+
+
+def installed_software(extra=()) -> dict:
+  """Python's version and each of SOFTWARE's and `extra`'s installed versions ("not installed"
+  where one is missing)."""
+  versions = {"python": platform.python_version()}
+  for name in (*SOFTWARE, *extra):
+    try:
+      versions[name] = importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+      versions[name] = "not installed"
+  return versions
+
+
+def this_command() -> str:
+  """The command line this process was started with, as a user types it from the repository
+  root: "python -m benchmarks.GROUP.NAME --flag=value" (paths inside the repository relative)."""
+  main = sys.modules.get("__main__")
+  module = getattr(getattr(main, "__spec__", None), "name", None)
+  program = (["python", "-m", module] if module else
+             ["python", os.path.relpath(os.path.abspath(sys.argv[0]), ROOT)])
+  return shlex.join(program + [a.replace(ROOT + os.sep, "") for a in sys.argv[1:]])
+
+
+def record(*, software=(), command: str | None = None, machine: str | None = None) -> dict:
+  """The record of a result made now by this process: today's date (UTC), the machine, the
+  software's versions (SOFTWARE and `software`) and the command (this process's unless given)."""
+  return {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"),
+          "machine": machine or this_machine(), "software": installed_software(software),
+          "command": command or this_command()}
+
+
+def with_record(data, *, software=(), command: str | None = None,
+                machine: str | None = None) -> dict:
+  """A results file's contents: {"record": record(...), "results": data}."""
+  return {"record": record(software=software, command=command, machine=machine),
+          "results": data}
+
+
+def load_results(path: str) -> tuple[dict, object]:
+  """(record, results) of the results file at `path` (what `publish` wrote).
+
+  Raises:
+    ValueError: the file is not a results file, or its record lacks one of RECORD_FIELDS.
+  """
+  with open(path) as f:
+    content = json.load(f)
+  if not isinstance(content, dict) or set(content) != {"record", "results"}:
+    raise ValueError(f"{path} is not a results file: it must be an object of exactly "
+                     f"\"record\" and \"results\" (benchmarks.publish writes one).")
+  missing = [k for k in RECORD_FIELDS if not content["record"].get(k)]
+  if missing:
+    raise ValueError(f"{path}'s record lacks {', '.join(missing)}: a record names "
+                     f"{', '.join(RECORD_FIELDS)}.")
+  return content["record"], content["results"]
+
+
+def publish(data, path: str, *, software=(), command: str | None = None,
+            machine: str | None = None) -> None:
+  """Writes a study's JSON to `path` with its record (`with_record`: `software` names the
+  packages it used beyond SOFTWARE, `command` and `machine` stand in for this process's); when
+  that is docs/, refreshes the tables made from it."""
+  data = with_record(data, software=software, command=command, machine=machine)
   os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
   with open(path, "w") as f:
     json.dump(data, f, indent=1)
@@ -34,11 +129,11 @@ def publish(data, path: str) -> None:
 
 
 def load_if_present(path: str, default=()):
-  """The JSON at `path`, or `default` (a list) when there is none yet."""
+  """The results in the results file at `path` (`load_results`), or `default` (a list) when
+  there is none yet."""
   if not os.path.exists(path):
     return list(default)
-  with open(path) as f:
-    return json.load(f)
+  return load_results(path)[1]
 
 
 def without_machine_paths(value):

@@ -13,14 +13,21 @@ whose body is `render(NAME)`: the function declared for NAME in the `TABLES` of 
 tables module (name → (function, the JSON file(s) in docs/ it reads; several are passed as a
 list)), applied to that JSON. Each study refreshes the blocks after writing its JSON
 (benchmarks.publish), and tests/docs_test.py fails when a block and its JSON disagree.
+
+A page says where a table's figures come from with a block
+
+  <!-- record: FILE -->
+  ...
+  <!-- end record -->
+
+whose body is `record_line(FILE)`: the date, machine and command of docs/FILE's record.
 """
 
-import json
 import os
 import re
 import sys
 
-from benchmarks import DOCS, ROOT
+from benchmarks import DOCS, ROOT, load_results
 from benchmarks.choosing import tables as choosing
 from benchmarks.communication import tables as communication
 from benchmarks.papers import tables as papers
@@ -37,11 +44,22 @@ SOURCES = {**choosing.TABLES, **communication.TABLES, **papers.TABLES, **reliabi
 
 _BLOCK = re.compile(r"(<!-- table: (?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- end table -->)",
                     re.DOTALL)
+_RECORD = re.compile(r"(<!-- record: (?P<file>[\w.-]+\.json) -->\n)(?P<indent> *)(?P<body>.*?)"
+                     r"( *<!-- end record -->)", re.DOTALL)
 
 
 def _load(path: str):
-  with open(path) as f:
-    return json.load(f)
+  return load_results(path)[1]
+
+
+def record_line(file: str, docs: str = DOCS) -> str:
+  """The line `Measured DATE on MACHINE: COMMAND (FILE).` from the record of docs/FILE (each
+  command of a file merged from several runs in its own code span)."""
+  record, _ = load_results(os.path.join(docs, file))
+  commands = "; ".join(f"`{command}`" for command in record["command"].split("; "))
+  machine = ("a machine not recorded" if record["machine"] == "unrecorded" else
+             record["machine"])
+  return f"Measured {record['date']} on {machine}: {commands} ({file})."
 
 
 def _files(name: str) -> tuple[str, ...]:
@@ -73,14 +91,18 @@ def pages(root: str = ROOT) -> list[str]:
 
 def refresh(text: str, docs: str = DOCS) -> str:
   """`text` with every table block's body rendered anew from its JSON (a block whose JSON is not
-  there yet is left as it is)."""
+  there yet is left as it is), and every record block's from its JSON's record."""
 
   def block(m):
     if not measured(m.group("name"), docs):
       return m.group(0)
     return m.group(1) + render(m.group("name"), docs) + "\n" + m.group(4)
 
-  return _BLOCK.sub(block, text)
+  def record_block(m):
+    return (m.group(1) + m.group("indent") + record_line(m.group("file"), docs) + "\n" +
+            m.group(5))
+
+  return _RECORD.sub(record_block, _BLOCK.sub(block, text))
 
 
 def update_docs(root: str = ROOT, *, check: bool = False) -> list[str]:

@@ -2,7 +2,6 @@
 one command meant for a freshly lent GPU does not rot between GPUs."""
 
 import importlib.metadata
-import json
 import os
 import subprocess
 import sys
@@ -11,6 +10,7 @@ import tempfile
 import jax
 from absl.testing import absltest
 
+import benchmarks
 from tests import testing
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -35,8 +35,7 @@ class DryRunTest(absltest.TestCase):
          f"--budget_s={TIMEOUT_S}"], cwd=ROOT, capture_output=True, text=True,
         timeout=TIMEOUT_S)
     assert result.returncode == 0, result.stderr[-3000:]
-    with open(os.path.join(cls.out, "accelerator.json")) as f:
-      cls.report = json.load(f)
+    cls.record, cls.report = benchmarks.load_results(os.path.join(cls.out, "accelerator.json"))
 
   def section(self, name):
     section = self.report["sections"][name]
@@ -48,6 +47,27 @@ class DryRunTest(absltest.TestCase):
     self.assertEqual(list(self.report["sections"]), list(SECTIONS))
     for name in SECTIONS:
       self.section(name)
+
+  def test_its_record_names_this_run_and_the_runs_merged_into_it(self):
+    self.assertEqual(
+        (self.record["machine"], self.record["software"]),
+        (benchmarks.this_machine(), benchmarks.installed_software(("torch",))))
+    first = self.record["command"]
+    self.assertEqual(first, f"python -m benchmarks.speed.accelerator --dry_run --out={self.out} "
+                            f"--sections={','.join(SECTIONS)} --budget_s={TIMEOUT_S}")
+    # A second call merged with the first (--previous): its record names both commands, and
+    # the machine once.
+    with tempfile.TemporaryDirectory() as out:
+      argv = ["--dry_run", f"--out={out}", "--sections=environment",
+              f"--previous={os.path.join(self.out, 'accelerator.json')}"]
+      result = subprocess.run([sys.executable, "-m", "benchmarks.speed.accelerator", *argv],
+                              cwd=ROOT, capture_output=True, text=True, timeout=TIMEOUT_S)
+      self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+      record, report = benchmarks.load_results(os.path.join(out, "accelerator.json"))
+    self.assertEqual(record["command"],
+                     f"{first}; python -m benchmarks.speed.accelerator {' '.join(argv)}")
+    self.assertEqual(record["machine"], self.record["machine"])
+    self.assertEqual(list(report["sections"]), list(SECTIONS))  # the first call's, kept.
 
   def test_the_machines_packages_are_recorded(self):
     # A lent GPU runs the suite under its own packages, not the pins: its failures are read

@@ -3,13 +3,13 @@ target, a speed-up with its interval, a verdict — and that a baseline that nev
 cannot make a method look faster or slower."""
 
 import dataclasses
-import json
 import math
 import os
 from unittest import mock
 
 from absl.testing import absltest
 
+import benchmarks
 import experiment
 from benchmarks.papers import asynchronous_findings as rules
 from configs import asgd8
@@ -20,8 +20,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def study() -> dict:
-  with open(os.path.join(ROOT, "docs", "asynchronous.json")) as f:
-    return json.load(f)
+  return benchmarks.load_results(os.path.join(ROOT, "docs", "asynchronous.json"))[1]
 
 
 def run(seed, curve, **fields):

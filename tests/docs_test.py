@@ -348,8 +348,8 @@ class BenchmarksTest(absltest.TestCase):
            "--models=alexnet_owt_tiny", "--batches=32", "--rules=none,linear", "--epochs=1",
            f"--seeds={seeds}"], cwd=ROOT, capture_output=True, text=True, timeout=300)
       self.assertEqual(result.returncode, 0, result.stderr[-2000:])
-      with open(os.path.join(out, "large_batch.json")) as f:
-        return result.stdout.count('"seed": '), {r["rule"]: r for r in json.load(f)}
+      _, rows = benchmarks.load_results(os.path.join(out, "large_batch.json"))
+      return result.stdout.count('"seed": '), {r["rule"]: r for r in rows}
     with tempfile.TemporaryDirectory() as out:
       trained, first = sweep(out, "0")
       self.assertEqual(trained, 1)

@@ -11,6 +11,7 @@ import jax
 import jax.numpy as jnp
 from absl.testing import absltest
 
+import benchmarks
 from benchmarks.common import trace_stats
 
 DOCS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs")
@@ -44,8 +45,8 @@ class TraceStatsTest(absltest.TestCase):
   def test_a_gpu_trace_counts_its_cuda_stream_only(self):
     # The H200's trace (docs/gpu.md): only the GPU's kernels count, so their time per step is
     # below the traced step's.
-    with open(os.path.join(DOCS, "gpu.json")) as f:
-      profile = json.load(f)["sections"]["profile"]["result"]
+    profile = benchmarks.load_results(os.path.join(DOCS, "gpu.json"))[1]["sections"]["profile"][
+        "result"]
     with tempfile.TemporaryDirectory() as directory:
       trace = os.path.join(directory, "h200.trace.json.gz")
       shutil.copy(os.path.join(DOCS, "gpu_profile.trace.json.gz"), trace)
@@ -116,8 +117,8 @@ class TraceStatsTest(absltest.TestCase):
     # The bare step of docs/gpu.md waits for each step's result before it starts the next: its
     # trace shows the GPU idle between steps for about a millisecond, and otherwise busy but for
     # the microseconds between kernel launches.
-    with open(os.path.join(DOCS, "gpu.json")) as f:
-      profile = json.load(f)["sections"]["profile"]["result"]
+    profile = benchmarks.load_results(os.path.join(DOCS, "gpu.json"))[1]["sections"]["profile"][
+        "result"]
     trace = os.path.join(DOCS, "gpu_profile.trace.json.gz")
     timeline = trace_stats.device_timeline(trace, steps=profile["steps"])
     self.assertLen(timeline["longest_gaps_ms"], profile["steps"] - 1)

@@ -637,9 +637,18 @@ def _worker(part: str, *, timeout_s: float, env: dict | None = None) -> tuple[li
   return rows, error
 
 
-def _write(report: dict) -> None:
+def _write(report: dict, *, previous_records: list[dict]) -> None:
+  """Writes accelerator.json: `report` with its record, which names this run's machine and
+  command after those of the reports merged into it (--previous), each once."""
+  made_now = benchmarks.record(software=("torch",))
+
+  def every_runs(field: str) -> str:
+    return "; ".join(dict.fromkeys([r[field] for r in previous_records] + [made_now[field]]))
+
+  content = benchmarks.with_record(report, software=("torch",), machine=every_runs("machine"),
+                                   command=every_runs("command"))
   with open(os.path.join(_OUT.value, "accelerator.json"), "w") as f:
-    json.dump(benchmarks.without_machine_paths(report), f, indent=1)
+    json.dump(benchmarks.without_machine_paths(content), f, indent=1)
 
 
 def main(argv):
@@ -654,9 +663,11 @@ def main(argv):
     return
   os.makedirs(_OUT.value, exist_ok=True)
   report = {"dry_run": _DRY_RUN.value, "sections": {}}
+  previous_records = []
   for path in _PREVIOUS.value:
-    with open(path) as f:
-      report["sections"].update(json.load(f)["sections"])
+    previous_record, previous = benchmarks.load_results(path)
+    report["sections"].update(previous["sections"])
+    previous_records.append(previous_record)
   start = time.perf_counter()
   deadline = start + _BUDGET.value
   remaining = lambda: max(deadline - time.perf_counter(), 30.0)  # noqa: E731
@@ -683,10 +694,11 @@ def main(argv):
       # the others' figures.
       report["sections"][name] = {"error": traceback.format_exc()[-3000:]}
     report["sections"][name]["seconds"] = round(time.perf_counter() - section_start, 1)
-    _write(report)  # after every section: a timeout keeps what was measured.
+    # After every section: a timeout keeps what was measured.
+    _write(report, previous_records=previous_records)
   report["seconds"] = round(time.perf_counter() - start, 1)
   compare_with_pytorch(report, sizes)
-  _write(report)
+  _write(report, previous_records=previous_records)
   markdown = accelerator_tables.report(benchmarks.without_machine_paths(report))
   with open(os.path.join(_OUT.value, "accelerator.md"), "w") as f:
     f.write(markdown)

@@ -215,7 +215,7 @@ def main(argv):
       result["largest_batch"] += largest_batches(
           gpu, gpu_topologies.topology_devices(gpu, "1x1x8"), known=result.get("rows", []),
           measured=measured)
-      benchmarks.publish(result, path)
+      benchmarks.publish(result, path, software=platforms.CUDA_PLUGINS)
     return
   chosen = {(g, t, c, d) for g in _GPUS.value for t in _TOPOLOGIES.value
             for c in _CONFIGS.value for d in _DTYPES.value}
@@ -233,7 +233,8 @@ def main(argv):
           print(json.dumps({k: v for k, v in rows[-1].items() if k != "async"}), flush=True)
           result.update(date=time.strftime("%Y-%m-%d"), rows=sorted(rows, key=order))
           result["ranking"] = ranking(result["rows"])
-          benchmarks.publish(result, path)  # after every row: a long run keeps what it compiled.
+          # After every row: a long run keeps what it compiled.
+          benchmarks.publish(result, path, software=platforms.CUDA_PLUGINS)
 
 
 if __name__ == "__main__":

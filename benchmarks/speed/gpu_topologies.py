@@ -12,7 +12,6 @@ GPU prints its own (the plugin asks a local GPU when no target_config is given).
 
 import dataclasses
 import importlib.util
-import json
 import os
 
 import numpy as np
@@ -139,8 +138,7 @@ def time_model_transfers(hlo: str, *, mesh, plan, arch, global_batch: int, image
 
 
 def one_gpu_rows() -> list[dict]:
-  with open(MEASURED) as f:
-    return json.load(f)["sections"]["single_device"]["result"]
+  return benchmarks.load_results(MEASURED)[1]["sections"]["single_device"]["result"]
 
 
 def calibrated_node(gpu: str, topology: str, *, model: str, dtype: str,

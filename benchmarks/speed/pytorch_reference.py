@@ -135,7 +135,7 @@ def main(argv):
   }
   print(json.dumps(result))
   if _OUT.value:
-    benchmarks.publish(result, _OUT.value)
+    benchmarks.publish(result, _OUT.value, software=("torch",))
 
 
 if __name__ == "__main__":

@@ -137,7 +137,8 @@ def main(argv):
         result["largest_batch"] = _replace_topology(
             result.get("largest_batch", []), topology,
             largest_batches(topology, devices, known=known))
-      benchmarks.publish(result, path)  # after every topology: a long run keeps what it compiled.
+      # After every topology: a long run keeps what it compiled.
+      benchmarks.publish(result, path, software=("libtpu",))
     return
   path = os.path.join(_OUT.value, "tpu.json")
   chosen = {(t, c, d) for t in _TOPOLOGIES.value for c in _CONFIGS.value for d in _DTYPES.value}
@@ -151,7 +152,8 @@ def main(argv):
         print(json.dumps(rows[-1]), flush=True)
         rows.sort(key=lambda r: (list(TOPOLOGIES).index(r["topology"]),
                                  CONFIGS.index(r["config"]), r["dtype"]))
-        benchmarks.publish(rows, path)  # after every row: a long run keeps what it compiled.
+        # After every row: a long run keeps what it compiled.
+        benchmarks.publish(rows, path, software=("libtpu",))
 
 
 if __name__ == "__main__":
