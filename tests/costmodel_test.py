@@ -127,10 +127,14 @@ class TimeModelTest(absltest.TestCase):
     reduced = n * (p - 1) / p * LINK.gamma
     self.assertAlmostEqual(costmodel.transfer_time(activations, staged),
                            2 * (costmodel.gather_scatter_time(n, p, LINK) - reduced) + reduced)
-    # Two devices behind one uplink share its bandwidth.
-    shared = machine(LINK, devices_per_uplink=2)
-    self.assertAlmostEqual(costmodel.transfer_time(gradients, shared) - ring,
-                           2 * n * (p - 1) / p * LINK.beta)
+    # Two devices behind one uplink share its bandwidth where their copies go through the host;
+    # peer to peer under one switch, they do not cross it.
+    shared = machine(LINK, devices_per_uplink=2, host_staged=True)
+    self.assertAlmostEqual(costmodel.transfer_time(gradients, shared) -
+                           costmodel.transfer_time(gradients, staged),
+                           2 * 2 * n * (p - 1) / p * LINK.beta)
+    self.assertAlmostEqual(costmodel.transfer_time(gradients, machine(LINK, devices_per_uplink=2)),
+                           ring)
     # Yadan et al.'s data parallelism: gradients to the host, which sums p of them, and the
     # parameters back to every device.
     host = hardware.Link("host", alpha=0.0, beta=0.0, gamma=1e-11)
@@ -180,6 +184,133 @@ class TimeModelTest(absltest.TestCase):
                                        link_bytes_per_s=None)  # an unstated link: no floor.
     self.assertEqual(floors, {"flops / stated peak": 2e-3,
                               "bytes accessed / HBM bandwidth": 3e-3})
+
+
+class PaperSourcesTest(absltest.TestCase):
+  """The papers' machines hold the values their sources publish (analysis/hardware.py)."""
+
+  def test_cuda_convnet_is_mathieu_et_al_figure_3(self):
+    # Mathieu, Henaff & LeCun 2014, Figure 3 bottom panel: CudaConv on a GTX Titan, seconds per
+    # call of forward / ∂input / ∂filters at batch 32, 64, 128.
+    self.assertEqual(hardware.MATHIEU2014_CUDACONV_TITAN_S,
+                     {32: (0.1157, 0.1310, 0.1123), 64: (0.1282, 0.1627, 0.2074),
+                      128: (0.2116, 0.2616, 0.4040)})
+    self.assertIs(hardware.paper_machines()["yadan2013"].conv_kernels, hardware.CUDA_CONVNET)
+    rates = hardware.CUDA_CONVNET.rate_by_batch
+    # Per image against 128 over the three passes: 0.88 at 64, 0.61 at 32 (to the two digits
+    # the derivation states).
+    self.assertEqual({b: round(r, 2) for b, r in rates.items()}, {32: 0.61, 64: 0.88, 128: 1.0})
+    # Per pass, as REFERENCES reads them: forward 0.83 / 0.46, ∂input 0.80 / 0.50, ∂filters
+    # 0.97 / 0.90 (at 64 / 32).
+    per_pass = [hardware.relative_rates({b: t[i] for b, t in
+                                         hardware.MATHIEU2014_CUDACONV_TITAN_S.items()})
+                for i in range(3)]
+    self.assertEqual([(round(r[64], 2), round(r[32], 2)) for r in per_pass],
+                     [(0.83, 0.46), (0.80, 0.50), (0.97, 0.90)])
+    # The layer (7×7 kernels, 32×32 input, 96 → 256 planes, 26×26 outputs) at 128 runs at 15.8%
+    # of the TITAN's peak over its three passes: cuda-convnet's share, as Yadan et al.'s 13.6%.
+    flops = 2 * 3 * 128 * 26 * 26 * 256 * 96 * 7 * 7
+    share = flops / sum(hardware.MATHIEU2014_CUDACONV_TITAN_S[128]) / hardware.TITAN.peak_flops[
+        "float32"]
+    self.assertAlmostEqual(share, 0.158, places=3)
+
+  def test_cuda_convnet2_is_chetlur_et_al_figure_2(self):
+    # Chetlur et al. 2014, Figure 2: cuda-convnet2 on a K40, TFLOP/s at batch 32, 64, 128.
+    self.assertEqual(hardware.CHETLUR2014_CUDACONVNET2_K40_TFLOPS, {32: 0.51, 64: 0.75, 128: 1.57})
+    self.assertIs(hardware.paper_machines()["krizhevsky2014"].conv_kernels,
+                  hardware.CUDA_CONVNET2)
+    self.assertEqual({b: round(r, 3) for b, r in hardware.CUDA_CONVNET2.rate_by_batch.items()},
+                     {32: 0.325, 64: 0.478, 128: 1.0})
+
+  def test_the_kernels_are_chosen_by_what_divides_the_batch(self):
+    # filter_acts.cu: 4 images a thread for multiples of 128, 2 for multiples of 64, else 1.
+    kernels = hardware.CUDA_CONVNET
+    for batch, measured in ((256, 128), (1024, 128), (128, 128), (192, 64), (64, 64), (96, 32),
+                            (32, 32), (16, 32)):
+      self.assertEqual(kernels.rate(batch), kernels.rate_by_batch[measured], msg=batch)
+
+  def test_krizhevsky_2014_machine_is_section_5(self):
+    m = hardware.paper_machines()["krizhevsky2014"]
+    # "at the full PCI-Express 2.0 rate (about 6GB/sec) through a PCI-Express switch"
+    self.assertEqual(m.node_link.beta, 1 / 6e9)
+    self.assertIn("PCIe 2.0", m.node_link.name)
+    self.assertIn("about 6GB/sec", m.node_link.source)
+    # Two halves of four under two CPUs; "two PCI-Express 2.0 lanes for four GPUs": two GPUs on
+    # each link to the host; between the halves, "through the host memory".
+    self.assertEqual((m.devices, m.devices_per_socket, m.devices_per_uplink), (8, 4, 2))
+    self.assertTrue(m.cross_socket_staged)
+    self.assertFalse(m.host_staged)  # within a half, peer to peer through the switch.
+    for quoted in ("two PCI-Express 2.0 lanes for four GPUs", "through the host memory and "
+                   "incurs a latency penalty"):
+      self.assertIn(quoted, m.layout_source)
+    self.assertEqual(m.device, hardware.K20)
+
+
+class PaperMachinesTest(absltest.TestCase):
+  """The papers' machines price what their descriptions say."""
+  M = hardware.paper_machines()["krizhevsky2014"]
+
+  def test_a_transfer_between_the_halves_costs_twice_the_latency_and_half_the_bandwidth(self):
+    # Staged through host memory: two copies one after the other (twice the latency), through an
+    # uplink two GPUs share (half the bandwidth); within a half, the switch's full rate.
+    link = self.M.node_link
+    across = hardware.Link("across", alpha=2 * link.alpha, beta=2 * link.beta)
+    for kind, n in (("allreduce", 244e6), ("gather", 38e6), ("allreduce", 4.0)):
+      within = costmodel.Transfer("gradients", kind, n, 4)
+      between = costmodel.Transfer("gradients", kind, n, 8)
+      price = (costmodel.allreduce_time if kind == "allreduce" else
+               lambda _, n, p, link: costmodel.gather_scatter_time(n, p, link))
+      self.assertAlmostEqual(costmodel.transfer_time(within, self.M),
+                             price("ring", n, 4, link=link), msg=kind)
+      self.assertAlmostEqual(costmodel.transfer_time(between, self.M),
+                             price("ring", n, 8, link=across), msg=kind)
+      # Per byte and per message alike, the halves' link is twice as dear.
+      self.assertAlmostEqual(costmodel.transfer_time(between, self.M),
+                             2 * price("ring", n, 8, link=link), msg=kind)
+    self.assertAlmostEqual(costmodel.transfer_time(
+        costmodel.Transfer("x", "sent", 1e6, 8), self.M), 2 * (link.alpha + 1e6 * link.beta))
+
+  def test_a_device_computes_its_convolutions_at_its_batch_s_rate(self):
+    # Data parallelism over 4 at 256 images: 64 per device, the convolutions at 0.88 of 128's
+    # rate, the FC layers (no published curve) at the calibrated one.
+    arch = models.ARCHITECTURES["alexnet"]
+    titans = hardware.paper_machines()["yadan2013"]
+    plan = partitioning.make_plan("data", 4, 1)
+    flops = costmodel.flops_by_kind(arch, plan, global_batch=256, image_size=224,
+                                    num_classes=1000)
+    rate = titans.device.peak_flops["float32"] * titans.efficiency
+    t = costmodel.compute_time(arch, plan, titans, global_batch=256, image_size=224,
+                               num_classes=1000)
+    self.assertAlmostEqual(t, (flops["conv"] / hardware.CUDA_CONVNET.rate_by_batch[64] +
+                               flops["fc"]) / rate)
+    # At 128 images a device (data over 2), the rate the machine was calibrated at.
+    plan = partitioning.make_plan("data", 2, 1)
+    self.assertAlmostEqual(
+        costmodel.compute_time(arch, plan, titans, global_batch=256, image_size=224,
+                               num_classes=1000),
+        costmodel.compute_flops_per_device(arch, plan, global_batch=256, image_size=224,
+                                           num_classes=1000) / rate)
+
+  def test_a_machine_calibrated_off_128_images_predicts_its_own_time(self):
+    arch = models.ARCHITECTURES["alexnet"]
+    single = partitioning.make_plan("single", 1, 1)
+    flops = costmodel.flops_by_kind(arch, single, global_batch=64, image_size=224,
+                                    num_classes=1000)
+    m = hardware.paper_machines()["yadan2013"].calibrated(
+        flops_per_step=sum(flops.values()), conv_flops_per_step=flops["conv"], batch=64,
+        seconds_per_step=0.5, dtype="float32", source="test")
+    t = costmodel.step_time(arch, single, m, global_batch=64, image_size=224, num_classes=1000)
+    self.assertAlmostEqual(t["step_s"], 0.5)
+    # At 128 the convolutions run 1 / 0.88 as fast per image.
+    at_128 = costmodel.step_time(arch, single, m, global_batch=128, image_size=224,
+                                 num_classes=1000)
+    conv_s = flops["conv"] / (m.device.peak_flops["float32"] * m.efficiency)
+    self.assertAlmostEqual(at_128["step_s"], 2 * (0.5 - conv_s / 0.8801926550270921 + conv_s))
+
+  def test_a_modern_machine_has_no_batch_curve_beyond_its_measured_overhead(self):
+    for name in ("h100", "h200"):
+      self.assertIsNone(hardware.gpu_node(name).conv_kernels)
+      self.assertEqual(hardware.gpu_node(name).conv_rate(64), 1.0)
 
 
 class CompiledTrafficTest(parameterized.TestCase):

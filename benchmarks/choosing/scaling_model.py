@@ -9,13 +9,19 @@ Writes scaling_model.json (docs/communication.md renders its tables) and scaling
   krizhevsky2014_table1   Krizhevsky 2014, Table 1: owt on 1, 2, 4 and 8 K20s at 128 images per
                           GPU, (conv batch, FC batch) = (K·128, K·128) as scheme (a) and
                           (K·128, 128) as (b) with an FC update per pass ("krizhevsky2014");
+  *_order                 whether the model ranks each table's rows as the paper measured them;
+  conv_kernels            the papers' codes' convolution rate against a device's batch, with the
+                          published timings it is derived from;
   constants               every constant of those machines, with its source; the one
                           calibrated per machine — its efficiency, from its one-GPU time — named;
   speedup_vs_devices      data parallelism at 128 images per device, 1…128 devices, each
                           all-reduce algorithm, on FireCaffe's InfiniBand FDR at the TITAN's rate.
-Each row: paper, predicted, ratio (predicted ÷ paper). The model is never tuned on these rows:
-its constants come from datasheets and the papers' text (docs/communication.md says what each
-remaining miss lacks).
+Each row: paper, predicted, ratio (predicted ÷ paper), the step the paper's figure implies and
+what of it the model does not explain, and the prediction with each of the machine's inputs added
+in turn (`ABLATION`: the links alone; the paper's machine — for Krizhevsky's, its two halves; the
+code's convolution rate at each GPU's batch). The model is never tuned on these rows: its
+constants come from datasheets, the papers' text and other papers' measurements of the same codes
+(docs/communication.md says what each remaining miss lacks).
 """
 
 import dataclasses
@@ -48,52 +54,103 @@ DEVICES = (1, 2, 4, 8, 16, 32, 64, 128)
 ALGORITHMS = ("parameter_server", "tree", "butterfly", "ring")
 
 
-def calibrated(name: str, arch, *, batch: int, seconds_per_step: float, what: str):
-  """A paper's machine with its efficiency from its one-GPU step (its one calibrated constant)."""
-  flops = costmodel.training_flops_per_image(arch, **PAPER) * batch
-  return hardware.paper_machines()[name].calibrated(
-      flops_per_step=flops, seconds_per_step=seconds_per_step, dtype="float32", source=what)
+# Each of the papers' machines with its inputs added one at a time (the last is the machine as
+# analysis/hardware.py describes it): what each input changes in a table's predictions.
+ABLATION = {
+    "links": lambda m: dataclasses.replace(m, devices_per_socket=None,
+                                           cross_socket_staged=False, conv_kernels=None),
+    "machine": lambda m: dataclasses.replace(m, conv_kernels=None),
+    "machine_and_kernels": lambda m: m,
+}
+
+
+def calibrated(machine: hardware.Machine, arch, *, batch: int, seconds_per_step: float,
+               what: str) -> hardware.Machine:
+  """`machine` with its efficiency from its one-GPU step (its one calibrated constant)."""
+  single = partitioning.make_plan("single", 1, 1)
+  flops = costmodel.flops_by_kind(arch, single, global_batch=batch, **PAPER)
+  return machine.calibrated(flops_per_step=sum(flops.values()), conv_flops_per_step=flops["conv"],
+                            batch=batch, seconds_per_step=seconds_per_step, dtype="float32",
+                            source=what)
+
+
+def ranked_as_paper(papers: list[float], predictions: list[float]) -> bool:
+  """Whether every two rows the paper tells apart are predicted in its order (a tie predicted
+  where the paper measured a difference is not its order)."""
+  pairs = [(i, j) for i in range(len(papers)) for j in range(len(papers))
+           if papers[i] < papers[j]]
+  return all(predictions[i] < predictions[j] for i, j in pairs)
 
 
 def yadan_table1() -> tuple[list[dict], hardware.Machine]:
   arch = models.ARCHITECTURES["alexnet"]
   steps = YADAN_EPOCHS * IMAGENET_TRAIN / YADAN_BATCH
-  machine = calibrated("yadan2013", arch, batch=YADAN_BATCH,
-                       seconds_per_step=YADAN_DAYS["1 GPU"] * 86400 / steps,
-                       what="Yadan et al.'s 1 GPU: 10.5 days for 100 epochs at batch 256")
+  one_step = YADAN_DAYS["1 GPU"] * 86400 / steps
+  machines = {name: calibrated(variant(hardware.paper_machines()["yadan2013"]), arch,
+                               batch=YADAN_BATCH, seconds_per_step=one_step,
+                               what="Yadan et al.'s 1 GPU: 10.5 days for 100 epochs at batch 256")
+              for name, variant in ABLATION.items()}
   rows = []
   for name, (scheme, data, model) in YADAN_MESHES.items():
-    t = costmodel.step_time(arch, partitioning.make_plan(scheme, data, model), machine,
-                            global_batch=YADAN_BATCH, **PAPER)
-    days = t["step_s"] * steps / 86400
+    plan = partitioning.make_plan(scheme, data, model)
+    t = {variant: costmodel.step_time(arch, plan, m, global_batch=YADAN_BATCH, **PAPER)
+         for variant, m in machines.items()}
+    final = t["machine_and_kernels"]
+    days = final["step_s"] * steps / 86400
+    paper_step = YADAN_DAYS[name] * 86400 / steps
     rows.append({"configuration": name, "mesh": f"{data}×{model}",
-                 "compute_s": round(t["compute_s"], 3),
-                 "communication_s": round(t["communication_s"], 4),
+                 "images_per_gpu": YADAN_BATCH // plan.batch_divisor,
+                 "compute_s": round(final["compute_s"], 3),
+                 "communication_s": round(final["communication_s"], 4),
                  "paper": YADAN_DAYS[name], "predicted": round(days, 2),
                  "ratio": round(days / YADAN_DAYS[name], 2),
                  "paper_speedup": round(YADAN_DAYS["1 GPU"] / YADAN_DAYS[name], 2),
-                 "predicted_speedup": round(YADAN_DAYS["1 GPU"] / days, 2)})
-  return rows, machine
+                 "predicted_speedup": round(YADAN_DAYS["1 GPU"] / days, 2),
+                 "paper_step_s": round(paper_step, 3),
+                 "unexplained_s": round(paper_step - final["step_s"], 3) + 0.0,
+                 "ablation_days": {variant: round(r["step_s"] * steps / 86400, 2)
+                                   for variant, r in t.items()}})
+  return rows, machines["machine_and_kernels"]
 
 
 def krizhevsky2014_table1() -> tuple[list[dict], hardware.Machine]:
   arch = models.ARCHITECTURES["alexnet_owt"]
   one_step = KRIZHEVSKY_HOURS * 3600 / (KRIZHEVSKY_EPOCHS * IMAGENET_TRAIN / 128)
-  machine = calibrated("krizhevsky2014", arch, batch=128, seconds_per_step=one_step,
-                       what="Krizhevsky's 1 GPU: 98.05 h for 90 epochs at batch 128")
+  machines = {name: calibrated(variant(hardware.paper_machines()["krizhevsky2014"]), arch,
+                               batch=128, seconds_per_step=one_step,
+                               what="Krizhevsky's 1 GPU: 98.05 h for 90 epochs at batch 128")
+              for name, variant in ABLATION.items()}
   rows = [{"gpus": 1, "batches (conv, FC)": "(128, 128)", "scheme": "single", "paper": 1.0,
-           "predicted": 1.0, "ratio": 1.0}]
+           "predicted": 1.0, "ratio": 1.0, "paper_step_s": round(one_step, 4),
+           "unexplained_s": 0.0, "ablation_speedup": {variant: 1.0 for variant in ABLATION}}]
   for (gpus, conv_batch, fc_batch), paper in KRIZHEVSKY_SPEEDUPS.items():
     per_pass = fc_batch < conv_batch
-    t = costmodel.step_time(arch, partitioning.make_plan("owt", 1, gpus), machine,
-                            global_batch=conv_batch, **PAPER, owt_variant="b" if per_pass else "a",
-                            fc_updates_per_step=gpus if per_pass else 1)
-    speedup = gpus * one_step / t["step_s"]
+    t = {variant: costmodel.step_time(
+             arch, partitioning.make_plan("owt", 1, gpus), m, global_batch=conv_batch, **PAPER,
+             owt_variant="b" if per_pass else "a", fc_updates_per_step=gpus if per_pass else 1)
+         for variant, m in machines.items()}
+    final = t["machine_and_kernels"]
+    speedup = gpus * one_step / final["step_s"]
+    paper_step = gpus * one_step / paper
     rows.append({"gpus": gpus, "batches (conv, FC)": f"({conv_batch}, {fc_batch})",
                  "scheme": "owt (b), an FC update per pass" if per_pass else "owt (a)",
-                 "communication_s": round(t["communication_s"], 4), "paper": paper,
-                 "predicted": round(speedup, 2), "ratio": round(speedup / paper, 2)})
-  return rows, machine
+                 "communication_s": round(final["communication_s"], 4), "paper": paper,
+                 "predicted": round(speedup, 2), "ratio": round(speedup / paper, 2),
+                 "paper_step_s": round(paper_step, 4),
+                 "unexplained_s": round(paper_step - final["step_s"], 4) + 0.0,
+                 "ablation_speedup": {variant: round(gpus * one_step / r["step_s"], 2)
+                                      for variant, r in t.items()}})
+  return rows, machines["machine_and_kernels"]
+
+
+def conv_kernels() -> list[dict]:
+  """The papers' codes' convolution rate by a device's batch, and what it was derived from."""
+  return [{"code": k.name,
+           "rate_vs_128": {str(b): round(r, 3) for b, r in k.rate_by_batch.items()},
+           "measured": {str(b): list(v) if isinstance(v, tuple) else v
+                        for b, v in k.measured.items()},
+           "source": k.source}
+          for k in (hardware.CUDA_CONVNET, hardware.CUDA_CONVNET2)]
 
 
 def speedup_vs_devices(titan: hardware.Machine) -> dict:
@@ -133,8 +190,16 @@ def constants(*machines: hardware.Machine) -> list[dict]:
                                "gamma_s_per_byte": link.gamma}, "source": link.source})
     rows.append({"machine": m.name, "constant": "how the implementation moved data",
                  "value": {"host_staged": m.host_staged, "sends_parameters": m.sends_parameters,
-                           "devices_per_uplink": m.devices_per_uplink},
-                 "source": "analysis/hardware.py: the paper's text and its machine"})
+                           "devices_per_uplink": m.devices_per_uplink,
+                           "devices_per_socket": m.devices_per_socket,
+                           "cross_socket_staged": m.cross_socket_staged},
+                 "source": m.layout_source or "analysis/hardware.py: the paper's text and its "
+                                                "machine"})
+    if m.conv_kernels:
+      rows.append({"machine": m.name, "constant": f"{m.conv_kernels.name} rate vs 128 images",
+                   "value": {f"at {b}": round(r, 3)
+                             for b, r in m.conv_kernels.rate_by_batch.items()},
+                   "source": m.conv_kernels.source})
     rows.append({"machine": m.name, "constant": "efficiency (CALIBRATED)",
                  "value": round(m.efficiency, 4), "source": m.calibrated_from})
   return rows
@@ -150,6 +215,13 @@ def main(argv):
   yadan, titans = yadan_table1()
   krizhevsky, k20s = krizhevsky2014_table1()
   result = {"yadan_table1": yadan, "krizhevsky2014_table1": krizhevsky,
+            "yadan_order": {variant: ranked_as_paper(
+                [r["paper"] for r in yadan], [r["ablation_days"][variant] for r in yadan])
+                for variant in ABLATION},
+            "krizhevsky2014_order": {variant: ranked_as_paper(
+                [r["paper"] for r in krizhevsky],
+                [r["ablation_speedup"][variant] for r in krizhevsky]) for variant in ABLATION},
+            "conv_kernels": conv_kernels(),
             "constants": constants(titans, k20s), "speedup_vs_devices": speedup_vs_devices(titans)}
   print(tables.scaling_model_yadan(result) + "\n\n" + tables.scaling_model_krizhevsky(result))
   benchmarks.publish(result, os.path.join(_OUT.value, "scaling_model.json"))

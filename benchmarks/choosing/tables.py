@@ -14,20 +14,60 @@ def scaling_model(result) -> str:
                  for n in devices))
 
 
+def _ablation(key: str, variant: str):
+  """A cell: the row's prediction with the machine's inputs up to `variant` (ABLATION)."""
+  return lambda r: "—" if key not in r else f"{r[key][variant]}"
+
+
 # Yadan et al.'s Table 1 through the time model.
 scaling_model_yadan = per_row(
     ("configuration", "{configuration}"), ("mesh", "{mesh}"),
-    ("paper days", "{paper}"), ("predicted days", "{predicted}"),
+    ("images per GPU (convs)", lambda r: str(r.get("images_per_gpu", "—"))),
+    ("paper days", "{paper}"),
+    ("predicted days, kernels' rate independent of the batch",
+     _ablation("ablation_days", "machine")),
+    ("predicted days (with cuda-convnet's rate at the GPU's batch)", "{predicted}"),
     ("predicted ÷ paper", "{ratio}"), ("paper speed-up", "{paper_speedup}"),
     ("predicted speed-up", "{predicted_speedup}"),
     ("predicted compute / communication s per step", "{compute_s} / {communication_s}"),
-    rows=lambda result: result["yadan_table1"])
+    ("paper's s per step, of it unexplained",
+     lambda r: f"{r['paper_step_s']}, {r['unexplained_s']}" if "unexplained_s" in r else "—"),
+    rows=lambda result: result["yadan_table1"],
+    optional=("images per GPU (convs)",
+              "predicted days, kernels' rate independent of the batch",
+              "paper's s per step, of it unexplained"))
 
 # Krizhevsky 2014's Table 1 through the time model.
 scaling_model_krizhevsky = per_row(
     ("GPUs", "{gpus}"), ("batches (conv, FC)", lambda r: r["batches (conv, FC)"]),
-    ("as", "{scheme}"), ("paper speed-up", "{paper}"), ("predicted speed-up", "{predicted}"),
-    ("predicted ÷ paper", "{ratio}"), rows=lambda result: result["krizhevsky2014_table1"])
+    ("as", "{scheme}"), ("paper speed-up", "{paper}"),
+    ("predicted, PCIe 2.0 peer to peer among all eight", _ablation("ablation_speedup", "links")),
+    ("predicted, two halves joined through host memory",
+     _ablation("ablation_speedup", "machine")),
+    ("predicted (and cuda-convnet2's rate at the GPU's batch)", "{predicted}"),
+    ("predicted ÷ paper", "{ratio}"),
+    ("paper's s per step, of it unexplained",
+     lambda r: f"{r['paper_step_s']}, {r['unexplained_s']}" if "unexplained_s" in r else "—"),
+    rows=lambda result: result["krizhevsky2014_table1"],
+    optional=("predicted, PCIe 2.0 peer to peer among all eight",
+              "predicted, two halves joined through host memory",
+              "paper's s per step, of it unexplained"))
+
+# The papers' codes' convolution rate against a device's batch.
+scaling_model_kernels = per_row(
+    ("code", "{code}"),
+    *((f"rate at {b} images (÷ rate at 128)", lambda r, b=b: f"{r['rate_vs_128'][str(b)]:.3f}")
+      for b in (32, 64, 128)),
+    ("as published, batch 32 / 64 / 128",
+     lambda r: " / ".join(_published(r["measured"][str(b)]) for b in (32, 64, 128))),
+    ("source", "{source}"), rows=lambda result: result.get("conv_kernels", []))
+
+
+def _published(value) -> str:
+  """Mathieu et al.'s three passes in seconds, or Chetlur et al.'s TFLOP/s."""
+  if isinstance(value, list):
+    return "(" + ", ".join(f"{v:.4f}" for v in value) + ") s"
+  return f"{value} TFLOP/s"
 
 
 def _value(value) -> str:
@@ -45,4 +85,5 @@ scaling_model_constants = per_row(
 TABLES = {"scaling_model": (scaling_model, "scaling_model.json"),
           "scaling_model_yadan": (scaling_model_yadan, "scaling_model.json"),
           "scaling_model_krizhevsky": (scaling_model_krizhevsky, "scaling_model.json"),
-          "scaling_model_constants": (scaling_model_constants, "scaling_model.json")}
+          "scaling_model_constants": (scaling_model_constants, "scaling_model.json"),
+          "scaling_model_kernels": (scaling_model_kernels, "scaling_model.json")}

@@ -14,9 +14,11 @@ Collective times (Thakur, Rabenseifner & Gropp 2005; α latency, β s/byte, γ s
   psum              as ring (what NCCL and most runtimes use for large messages)
 
 A step (`step_time`): each device's compute — its layers' FLOPs at its local batch and widths, at
-the machine's calibrated share of the peak, plus a fixed per-step time — and each transfer, on
-the link it crosses, as the machine's implementation moves it (`hardware.Machine`: staged through
-the host, parameters sent back, uplinks shared); a transfer XLA schedules while compute runs
+the machine's calibrated share of the peak (its convolutions at the rate its code's kernels reach
+at the device's batch, where the machine describes one: `hardware.ConvKernels`), plus a fixed
+per-step time — and each transfer, on the link it crosses, as the machine's implementation moves
+it (`hardware.Machine`: staged through the host, parameters sent back, uplinks shared, halves
+joined through host memory); a transfer XLA schedules while compute runs
 (`Transfer.overlapped`) costs only what outlasts the compute, and owt's (b)/(c) passes hide their
 transfers behind the FC compute of the pass before.
 """
@@ -145,14 +147,21 @@ def traffic(arch, plan, *, global_batch: int, image_size: int, num_classes: int,
 def compute_flops_per_device(arch, plan, *, global_batch: int, image_size: int,
                              num_classes: int) -> float:
   """Training FLOPs one device performs per step under `plan`."""
+  return sum(flops_by_kind(arch, plan, global_batch=global_batch, image_size=image_size,
+                           num_classes=num_classes).values())
+
+
+def flops_by_kind(arch, plan, *, global_batch: int, image_size: int,
+                  num_classes: int) -> dict[str, float]:
+  """Training FLOPs one device performs per step under `plan`: {"conv": …, "fc": …}."""
   conv_batch = global_batch / plan.batch_divisor
   fc_batch = global_batch / plan.data
-  total = 0.0
+  total = {"conv": 0.0, "fc": 0.0}
   for layer in layers(arch, image_size, num_classes):
     if layer.kind == "conv":
-      total += 6.0 * layer.macs * conv_batch / plan.layout.conv_shards
+      total["conv"] += 6.0 * layer.macs * conv_batch / plan.layout.conv_shards
     else:
-      total += 6.0 * layer.macs * fc_batch / plan.layout.fc_shards
+      total["fc"] += 6.0 * layer.macs * fc_batch / plan.layout.fc_shards
   return total
 
 
@@ -197,10 +206,14 @@ def analytic_transfers(arch, plan, *, global_batch: int, image_size: int, num_cl
 def compute_time(arch, plan, machine: Machine, *, global_batch: int, image_size: int,
                  num_classes: int, dtype: str = "float32") -> float:
   """Seconds one device computes per step: its FLOPs at the machine's calibrated share of the
-  peak, plus its fixed per-step time."""
-  flops = compute_flops_per_device(arch, plan, global_batch=global_batch, image_size=image_size,
-                                   num_classes=num_classes)
-  return machine.step_overhead_s + flops / (machine.device.peak_flops[dtype] * machine.efficiency)
+  peak — its convolutions at the rate the machine's code reaches at the device's batch
+  (`Machine.conv_rate`; the FC layers' matrix products have no published curve and keep the
+  calibrated rate) — plus its fixed per-step time."""
+  flops = flops_by_kind(arch, plan, global_batch=global_batch, image_size=image_size,
+                        num_classes=num_classes)
+  rate = machine.device.peak_flops[dtype] * machine.efficiency
+  conv_rate = machine.conv_rate(global_batch // plan.batch_divisor)
+  return machine.step_overhead_s + (flops["conv"] / conv_rate + flops["fc"]) / rate
 
 
 def transfer_time(transfer: Transfer, machine: Machine, *, algorithm: str = "ring") -> float:
@@ -209,12 +222,7 @@ def transfer_time(transfer: Transfer, machine: Machine, *, algorithm: str = "rin
   if transfer.crosses_nodes:
     link = machine.network
   else:
-    link, share = machine.node_link, min(machine.devices_per_uplink, p)
-    # Staged through the host: each copy crosses the PCIe link twice, one after the other;
-    # devices behind one uplink share its bandwidth.
-    hops = 2 if machine.host_staged else 1
-    link = Link(link.name, alpha=hops * link.alpha, beta=hops * share * link.beta,
-                gamma=link.gamma)
+    link, share = machine.link_between(p), min(machine.devices_per_uplink, p)
     if machine.sends_parameters and transfer.purpose == "gradients":
       # To the host and back, every device at once on its own uplink; the host sums p of them.
       host = machine.host_memory.gamma if machine.host_memory else 0.0
@@ -316,7 +324,7 @@ def _owt_passes(arch, plan, machine: Machine, *, compute: float, transfers: list
   fc_flops = sum(6.0 * layer.macs * global_batch / plan.data / k
                  for layer in per_layer if layer.kind == "fc")
   fc_compute = fc_flops / (machine.device.peak_flops[dtype] * machine.efficiency)
-  link = machine.node_link
+  link = machine.link_between(k)
   width = 2 if dtype == "bfloat16" else 4
   features = global_batch / plan.data * per_layer[-3].input_values * width  # fc6's gathered rows
   gradients = [t for t in transfers if t.purpose == "gradients"]
@@ -326,7 +334,12 @@ def _owt_passes(arch, plan, machine: Machine, *, compute: float, transfers: list
               if t.purpose == "activations" and t.bytes != features)
   n_pass = features / k
   if variant == "b":
-    x = y = (k - 1) * (link.alpha + n_pass * link.beta)
+    # One message to each other worker, one after another: those under its own CPU on the link
+    # within a half, the others on the link between the halves.
+    near = min(k, machine.devices_per_socket or k) - 1
+    within = machine.link_between(near + 1)
+    x = y = (near * (within.alpha + n_pass * within.beta) +
+             (k - 1 - near) * (link.alpha + n_pass * link.beta))
   else:
     x = y = gather_scatter_time(n_pass, k, link) / 2
   f = (fc_compute + inner) / k

@@ -3,9 +3,10 @@ datasheets and the papers' text, each value with its source, and the machines bu
 
 A `Machine` also says how its implementation moved data, where the 2013–2014 papers' code did it
 differently from today's XLA: copies staged through host memory, parameters sent back as well as
-gradients, devices sharing one uplink. Its one calibrated constant, `efficiency`, comes from its
-own one-device time (`Machine.calibrated`), never from the multi-device times it is checked
-against.
+gradients, devices sharing one uplink, two halves under two CPUs — and, for the papers' codes, how
+fast their convolution kernels run at a device's batch (`ConvKernels`, from published per-batch
+timings). Its one calibrated constant, `efficiency`, comes from its own one-device time
+(`Machine.calibrated`), never from the multi-device times it is checked against.
 """
 
 import dataclasses
@@ -31,6 +32,49 @@ class Device:
 
 
 @dataclasses.dataclass(frozen=True)
+class ConvKernels:
+  """A convolution code's per-image rate at a device's batch, relative to its rate at 128 images,
+  from published timings of the code at batches of 32, 64 and 128.
+
+  cuda-convnet and cuda-convnet2 choose their kernels by what divides the batch, not by its size
+  (`filter_acts.cu` in both: `imgsPerThread = numImages % 128 == 0 ? 4 : numImages % 64 == 0 ? 2 :
+  1`; "all of these convolution routines are optimized for the case when the number of images (i.e.
+  the minibatch size) is a multiple of 128. Other batch sizes will work, but I made no attempt
+  whatsoever to make them work fast"). So the rate is a step over those three kernel families, each
+  measured once: a multiple of 128 runs at 128's rate, another multiple of 64 at 64's, any other
+  batch at 32's. Outside the measured batches this is an extrapolation, said where it is used: above
+  128 the 128-image kernels tile the batch 128 images to a block (more images, more blocks, the
+  same work per image), so 256 or 1024 is taken at 128's rate; a batch that is a multiple of neither
+  64 nor 128 other than 32 (96, 16) runs the one-image-per-thread kernels measured at 32, at 32's
+  rate (a smaller batch, with fewer blocks, would be slower still).
+
+  Attributes:
+    rate_by_batch: {32: r, 64: r, 128: 1.0} — images per second at that batch ÷ images per second
+      at 128 (derived from `measured` by `relative_rates`).
+    measured: what the source published, by batch (kept so that tests hold them to the source).
+  """
+  name: str
+  rate_by_batch: dict
+  measured: dict
+  source: str
+
+  def rate(self, batch: float) -> float:
+    """This code's per-image rate at a device's `batch`, relative to 128 images (class docstring)."""
+    batch = int(batch)
+    if batch % 128 == 0:
+      return self.rate_by_batch[128]
+    if batch % 64 == 0:
+      return self.rate_by_batch[64]
+    return self.rate_by_batch[32]
+
+
+def relative_rates(seconds_by_batch: dict) -> dict:
+  """{batch: images/s at batch ÷ images/s at 128} from {batch: seconds per call at that batch}."""
+  per_image = {b: seconds / b for b, seconds in seconds_by_batch.items()}
+  return {b: per_image[128] / per_image[b] for b in per_image}
+
+
+@dataclasses.dataclass(frozen=True)
 class Machine:
   """Devices, their links, and how the implementation that ran on them moved data.
 
@@ -42,13 +86,21 @@ class Machine:
     sends_parameters: data parallelism as Yadan et al. built it — each device sends its
       gradients to the host, which sums them and applies the update, and the host sends the
       parameters back to every device ("both gradients and parameter values on every update step").
-    devices_per_uplink: devices behind one host link (a PCIe switch): their transfers to the host
-      share its bandwidth.
+    devices_per_uplink: devices behind one host link (a PCIe switch): their transfers through the
+      host share its bandwidth (peer-to-peer copies under one switch do not cross it).
+    devices_per_socket: devices under one CPU, where a node has two halves (None: one). A group of
+      more devices spans both halves: its collectives run at the rate of the link between them. A
+      group of at most this many is taken to sit under one CPU (the papers' 1 × K meshes).
+    cross_socket_staged: copies between the halves go through host memory: two copies one after
+      the other (GPU → host, host → GPU), each through its half's shared uplink.
     host_memory: the host's memory in the γ term of a host-side sum.
-    efficiency: the calibrated fraction of `device`'s peak a step's FLOPs run at; 1 until
-      `calibrated`.
+    conv_kernels: the code's convolution rate against a device's batch (`ConvKernels`); None where
+      the kernels' rate does not depend on the batch beyond what `step_overhead_s` says.
+    efficiency: the calibrated fraction of `device`'s peak a step's FLOPs run at (at 128 images
+      per device where `conv_kernels` is given); 1 until `calibrated`.
     step_overhead_s: the fixed time of a step beyond its FLOPs (launching its kernels, its small
-      operations): why a small batch uses a device less well.
+      operations): why a small batch uses a modern device less well (measured: docs/gpu.json).
+    layout_source: where the way it moved data comes from (the paper's words).
   """
   name: str
   device: Device
@@ -59,21 +111,50 @@ class Machine:
   host_staged: bool = False
   sends_parameters: bool = False
   devices_per_uplink: int = 1
+  devices_per_socket: int | None = None
+  cross_socket_staged: bool = False
   host_memory: Link | None = None
+  conv_kernels: ConvKernels | None = None
   efficiency: float = 1.0
   step_overhead_s: float = 0.0
   calibrated_from: str = ""
+  layout_source: str = ""
 
   @property
   def devices(self) -> int:
     return self.devices_per_node * self.nodes
 
+  def conv_rate(self, batch: float) -> float:
+    """The convolutions' per-image rate at a device's `batch`, relative to the calibrated one."""
+    return self.conv_kernels.rate(batch) if self.conv_kernels else 1.0
+
+  def link_between(self, devices: int) -> Link:
+    """The link a collective over a group of `devices` of one node runs at: the slowest it
+    crosses. Staged through the host (`host_staged`): each copy crosses the PCIe link twice, one
+    after the other, and the devices behind one uplink share it. Spanning the two halves
+    (`devices_per_socket`, `cross_socket_staged`): two copies one after the other (the latency
+    of one more copy) through each half's shared uplink; the two crossings of a chunk overlap
+    (cuda-convnet2 pipelines them: `reducepipeline.cu`, `copypipeline.cu`)."""
+    link, share = self.node_link, min(self.devices_per_uplink, devices)
+    if self.host_staged:
+      return Link(link.name + ", staged through the host", alpha=2 * link.alpha,
+                  beta=2 * share * link.beta, gamma=link.gamma, source=link.source)
+    if (self.cross_socket_staged and self.devices_per_socket
+        and devices > self.devices_per_socket):
+      return Link(link.name + ", between the halves through host memory", alpha=2 * link.alpha,
+                  beta=share * link.beta, gamma=link.gamma, source=link.source)
+    return link
+
   def calibrated(self, *, flops_per_step: float, seconds_per_step: float, dtype: str,
-                 source: str) -> "Machine":
+                 source: str, conv_flops_per_step: float = 0.0,
+                 batch: int | None = None) -> "Machine":
     """This machine with `efficiency` set so that one device's step of `flops_per_step` takes
-    `seconds_per_step` (its only calibrated constant)."""
+    `seconds_per_step` (its only calibrated constant); of them `conv_flops_per_step` run at the
+    convolutions' rate at `batch` (`conv_kernels`)."""
     compute_s = seconds_per_step - self.step_overhead_s
-    efficiency = flops_per_step / (compute_s * self.device.peak_flops[dtype])
+    conv_rate = self.conv_rate(batch) if batch else 1.0
+    effective = flops_per_step - conv_flops_per_step + conv_flops_per_step / conv_rate
+    efficiency = effective / (compute_s * self.device.peak_flops[dtype])
     return dataclasses.replace(self, efficiency=efficiency, calibrated_from=source)
 
 
@@ -103,6 +184,13 @@ PCIE3 = Link("PCIe 3.0 x16", alpha=10e-6, beta=1 / 12e9,
 PCIE2 = Link("PCIe 2.0 x16", alpha=10e-6, beta=1 / 6e9,
              source="PCIe 2.0 x16: ≈ 6 GB/s per direction in practice (of 8 GB/s, NVIDIA's "
                     "'How to optimize data transfers in CUDA C/C++', 2012)")
+# Krizhevsky 2014 (arXiv:1404.5997v2, §5): "Each CPU provides two PCI-Express 2.0 lanes for four
+# GPUs"; GPUs under one CPU communicate "at the full PCI-Express 2.0 rate (about 6GB/sec) through a
+# PCI-Express switch". The latency per copy is not given: PCIE2's 10 µs.
+PCIE2_SWITCH = Link("PCIe 2.0 through a PCIe switch", alpha=PCIE2.alpha, beta=1 / 6e9,
+                    source="Krizhevsky 2014 (arXiv:1404.5997v2) §5: GPUs under one CPU talk 'at "
+                           "the full PCI-Express 2.0 rate (about 6GB/sec) through a PCI-Express "
+                           "switch'; 10 µs per copy as PCIe 2.0 x16")
 # Host memory of a 2013 dual-socket Xeon E5 (Sandy Bridge-EP): 4 channels of DDR3-1600 per socket,
 # 51.2 GB/s (Intel's datasheet); a sum of n bytes from each of p devices touches (p + 1)·n.
 HOST_DDR3 = Link("DDR3-1600 × 4 channels", alpha=0.0, beta=0.0, gamma=1 / 51.2e9,
@@ -125,24 +213,77 @@ GEMINI = Link("Cray Gemini", alpha=1.5e-6, beta=1 / 6e9,
               source="Cray Gemini: ≈ 6 GB/s injection per node, ≈ 1.5 µs MPI latency")
 
 
+# --- The papers' codes: convolution rate against a device's batch ---------------------------------
+
+# cuda-convnet (Krizhevsky et al. 2012's code; Yadan et al.'s and Paine et al.'s): Mathieu, Henaff &
+# LeCun, "Fast Training of Convolutional Networks through FFTs", ICLR 2014 (arXiv:1312.5851v5), §3
+# and Figure 3, bottom panel ("Time (seconds) versus batchSize, kernelSize=7, inputSize=32,
+# nInputPlanes=96, nOutputPlanes=256"; "CudaConv"; "All experiments were performed on the same
+# GeForce GTX Titan GPU"): seconds per call of the forward pass, the gradient with respect to the
+# input and the gradient with respect to the filters, read from the figure's vector data (the §3
+# table at 128: 221 / 261 / 403 ms). Each pass does the same FLOPs, so the three summed weigh them
+# as a training step does: per image at 64, 0.88 of 128's rate; at 32, 0.61.
+MATHIEU2014_CUDACONV_TITAN_S = {  # batch: (forward, ∂input, ∂filters) seconds
+    32: (0.1157, 0.1310, 0.1123),
+    64: (0.1282, 0.1627, 0.2074),
+    128: (0.2116, 0.2616, 0.4040),
+}
+CUDA_CONVNET = ConvKernels(
+    "cuda-convnet (GTX TITAN)",
+    relative_rates({b: sum(passes) for b, passes in MATHIEU2014_CUDACONV_TITAN_S.items()}),
+    MATHIEU2014_CUDACONV_TITAN_S,
+    "Mathieu, Henaff & LeCun 2014 (arXiv:1312.5851v5), Figure 3 bottom panel: CudaConv on a GTX "
+    "Titan, 7×7 kernels, 32×32 input, 96→256 planes; forward + ∂input + ∂filters seconds per call "
+    "at batch 32 / 64 / 128")
+# cuda-convnet2 (Krizhevsky 2014's code): Chetlur et al., "cuDNN: Efficient Primitives for Deep
+# Learning" (arXiv:1410.0759v1), Figure 2, a Tesla K40, the convolution layers' rate: "performs well
+# when batch sizes are large, but poorly once batch size falls to 64 or below".
+CHETLUR2014_CUDACONVNET2_K40_TFLOPS = {32: 0.51, 64: 0.75, 128: 1.57}
+CUDA_CONVNET2 = ConvKernels(
+    "cuda-convnet2 (Tesla K40)",
+    {b: tflops / CHETLUR2014_CUDACONVNET2_K40_TFLOPS[128]
+     for b, tflops in CHETLUR2014_CUDACONVNET2_K40_TFLOPS.items()},
+    CHETLUR2014_CUDACONVNET2_K40_TFLOPS,
+    "Chetlur et al. 2014 (arXiv:1410.0759v1), Figure 2: cuda-convnet2 on a Tesla K40, 1.57 / 0.75 "
+    "/ 0.51 TFLOP/s at batch 128 / 64 / 32 (a K20 is the same GK110 processor)")
+
+
+KRIZHEVSKY2014_MACHINE = (
+    "Krizhevsky 2014 (arXiv:1404.5997v2) §5: 'Each CPU provides two PCI-Express 2.0 lanes for four "
+    "GPUs' (two GPUs share each link to the host); under one CPU they communicate 'at the full "
+    "PCI-Express 2.0 rate (about 6GB/sec) through a PCI-Express switch'; between the halves "
+    "traffic goes 'through the host memory and incurs a latency penalty' (priced as two copies "
+    "one after the other: twice the latency; the two crossings of each chunk overlap, as "
+    "cuda-convnet2's copy and reduce pipelines run them)")
+
+
 def paper_machines() -> dict[str, Machine]:
   """The papers' machines, uncalibrated (each paper's one-device time calibrates its own)."""
   return {
       # Yadan et al. 2013: four TITANs in one server; each GPU on its own x16 link (four
       # double-width GPUs on two sockets' root ports), copies staged through the host,
-      # parameters sent back after the host's update.
+      # parameters sent back after the host's update; cuda-convnet's kernels (its single-GPU
+      # 13.6% of the TITAN's peak is cuda-convnet's: Mathieu et al.'s layer ran at 15.8%).
       "yadan2013": Machine("4 TITANs, one server (Yadan et al. 2013)", TITAN,
                            devices_per_node=4, node_link=PCIE3, host_staged=True,
-                           sends_parameters=True, host_memory=HOST_DDR3),
-      # Krizhevsky 2014: eight K20s in one machine, two behind each PCIe switch (two sockets
-      # offer 80 lanes: four x16 uplinks); cuda-convnet2 copies peer to peer, not via the host.
-      "krizhevsky2014": Machine("8 K20s, one machine (Krizhevsky 2014)", K20,
-                                devices_per_node=8, node_link=PCIE3, devices_per_uplink=2),
+                           sends_parameters=True, host_memory=HOST_DDR3,
+                           conv_kernels=CUDA_CONVNET),
+      # Krizhevsky 2014 (arXiv:1404.5997v2, §5): eight K20s, two halves of four under two CPUs.
+      # Within a half, peer to peer through a PCIe switch at the full PCIe 2.0 rate; "Each CPU
+      # provides two PCI-Express 2.0 lanes for four GPUs": two GPUs share each link to the host;
+      # between the halves, copies go "through the host memory and incurs a latency penalty".
+      # cuda-convnet2's kernels.
+      "krizhevsky2014": Machine("8 K20s in two halves of 4, one machine (Krizhevsky 2014)", K20,
+                                devices_per_node=8, node_link=PCIE2_SWITCH, devices_per_uplink=2,
+                                devices_per_socket=4, cross_socket_staged=True,
+                                conv_kernels=CUDA_CONVNET2,
+                                layout_source=KRIZHEVSKY2014_MACHINE),
       # Paine et al. 2013: one K20X per Blue Waters XK7 node, Gemini between the nodes; clients
-      # copy parameters to the host (PCIe 2.0) and talk MPI to a server on another node.
+      # copy parameters to the host (PCIe 2.0) and talk MPI to a server on another node;
+      # cuda-convnet's kernels (its clients are cuda-convnet).
       "paine2013": Machine("K20X nodes of Blue Waters (Paine et al. 2013)", K20X,
                            devices_per_node=1, nodes=32, node_link=PCIE2, network=GEMINI,
-                           host_staged=True),
+                           host_staged=True, conv_kernels=CUDA_CONVNET),
   }
 
 
