@@ -270,6 +270,20 @@ class PaperMachinesTest(absltest.TestCase):
     self.assertAlmostEqual(costmodel.transfer_time(
         costmodel.Transfer("x", "sent", 1e6, 8), self.M), 2 * (link.alpha + 1e6 * link.beta))
 
+  def test_b_sends_a_pass_s_rows_within_the_half_then_across(self):
+    link, n = self.M.node_link, 4.7e6
+    one = lambda a, b: a + n * b
+    # 8 workers: 3 copies under the sender's CPU, 4 to the other half (twice the latency, half
+    # the bandwidth); 4 workers: all 3 within the half.
+    self.assertAlmostEqual(costmodel.pass_copy_time(n, 8, self.M, variant="b"),
+                           3 * one(link.alpha, link.beta) + 4 * one(2 * link.alpha, 2 * link.beta))
+    self.assertAlmostEqual(costmodel.pass_copy_time(n, 4, self.M, variant="b"),
+                           3 * one(link.alpha, link.beta))
+    # (c)'s all-gather runs at the slowest link its group crosses.
+    across = hardware.Link("across", alpha=2 * link.alpha, beta=2 * link.beta)
+    self.assertAlmostEqual(costmodel.pass_copy_time(n, 8, self.M, variant="c"),
+                           costmodel.gather_scatter_time(n, 8, across) / 2)
+
   def test_a_device_computes_its_convolutions_at_its_batch_s_rate(self):
     # Data parallelism over 4 at 256 images: 64 per device, the convolutions at 0.88 of 128's
     # rate, the FC layers (no published curve) at the calibrated one.

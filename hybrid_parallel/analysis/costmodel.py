@@ -324,7 +324,6 @@ def _owt_passes(arch, plan, machine: Machine, *, compute: float, transfers: list
   fc_flops = sum(6.0 * layer.macs * global_batch / plan.data / k
                  for layer in per_layer if layer.kind == "fc")
   fc_compute = fc_flops / (machine.device.peak_flops[dtype] * machine.efficiency)
-  link = machine.link_between(k)
   width = 2 if dtype == "bfloat16" else 4
   features = global_batch / plan.data * per_layer[-3].input_values * width  # fc6's gathered rows
   gradients = [t for t in transfers if t.purpose == "gradients"]
@@ -332,16 +331,7 @@ def _owt_passes(arch, plan, machine: Machine, *, compute: float, transfers: list
   conv_gradients = [t for t in gradients if t not in fc_gradients]
   inner = sum(transfer_time(t, machine, algorithm=algorithm) for t in transfers
               if t.purpose == "activations" and t.bytes != features)
-  n_pass = features / k
-  if variant == "b":
-    # One message to each other worker, one after another: those under its own CPU on the link
-    # within a half, the others on the link between the halves.
-    near = min(k, machine.devices_per_socket or k) - 1
-    within = machine.link_between(near + 1)
-    x = y = (near * (within.alpha + n_pass * within.beta) +
-             (k - 1 - near) * (link.alpha + n_pass * link.beta))
-  else:
-    x = y = gather_scatter_time(n_pass, k, link) / 2
+  x = y = pass_copy_time(features / k, k, machine, variant=variant)
   f = (fc_compute + inner) / k
   fc_stage = x + f + (k - 1) * max(f, x + y) + y
   sums = (sum(transfer_time(t, machine, algorithm=algorithm) for t in conv_gradients) +
@@ -350,6 +340,19 @@ def _owt_passes(arch, plan, machine: Machine, *, compute: float, transfers: list
   conv_compute = compute - fc_compute
   return {"compute_s": compute, "communication_s": fc_stage - fc_compute + sums,
           "step_s": conv_compute + fc_stage + sums}
+
+
+def pass_copy_time(n: float, k: int, machine: Machine, *, variant: str) -> float:
+  """Seconds of one owt FC pass's forward copy, `n` bytes = one worker's rows of fc6's input, over
+  `k` workers: (b) one message to each other worker, one after another — to those under its own
+  CPU on the link within a half, to the others on the link between the halves; (c) an all-gather
+  of a k-th of every worker's rows (half of `gather_scatter_time`: its forward)."""
+  if variant == "b":
+    near = min(k, machine.devices_per_socket or k) - 1
+    within, between = machine.link_between(near + 1), machine.link_between(k)
+    return (near * (within.alpha + n * within.beta) +
+            (k - 1 - near) * (between.alpha + n * between.beta))
+  return gather_scatter_time(n, k, machine.link_between(k)) / 2
 
 
 # How the replicas of a local-SGD scheme meet (local_sgd/): the exchange each sync makes.
