@@ -110,8 +110,9 @@ def load(name: str, *, image_size: int, seed: int = 0, synthetic_examples: int =
     if e.name not in ("tensorflow", "tensorflow_datasets"):
       raise
     raise UserError(f"dataset {name!r} is read by tensorflow-datasets, and {e.name} is not "
-                    f"installed here: pip install -r requirements.txt, or prepare the dataset "
-                    f"where TensorFlow is (python -m input_pipeline.prepare) and train on "
+                    f"installed here: install the imagenet extra (pip install -r "
+                    f"requirements-imagenet.txt, or pip install \".[imagenet]\"), or prepare the "
+                    f"dataset where TensorFlow is (python -m input_pipeline.prepare) and train on "
                     f"{PREPARED}DIR.") from None
   return tfds_source.TfdsDataset(name, image_size=image_size, data_dir=data_dir,
                                  download=download, input_shards=input_shards,

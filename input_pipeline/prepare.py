@@ -253,6 +253,10 @@ def prepare(source: str, out: str, *, image_format: str = "jpeg", quality: int =
                     "least 1.")
   if os.path.exists(out) and not os.path.isdir(out):
     raise UserError(f"--out {out!r} is a file, not a directory.")
+  writers = ("array_record", "PIL") + (() if source.startswith("folder:") else
+                                       ("tensorflow", "tensorflow_datasets"))
+  if error := prepared.imagenet_extra_missing("python -m input_pipeline.prepare", writers):
+    raise error
   settings = Settings(source, image_format, quality if image_format == "jpeg" else 0, size)
   if os.path.isfile(os.path.join(out, prepared.MANIFEST)):
     manifest = prepared.Manifest.read(out)

@@ -89,8 +89,9 @@ class RunTest(absltest.TestCase):
     self.assertNotIn("Traceback", result.stderr)
     errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
     self.assertEqual(errors, ["error: dataset 'mnist' is read by tensorflow-datasets, and "
-                              "tensorflow is not installed here: pip install -r "
-                              "requirements.txt, or prepare the dataset where TensorFlow is "
+                              "tensorflow is not installed here: install the imagenet extra (pip "
+                              "install -r requirements-imagenet.txt, or pip install "
+                              "\".[imagenet]\"), or prepare the dataset where TensorFlow is "
                               "(python -m input_pipeline.prepare) and train on prepared:DIR."])
     self.assertFalse(os.path.exists(f"{tmp}/run/metrics.jsonl"))
 

@@ -2,6 +2,7 @@
 and its entry modules import and find their data outside the checkout."""
 
 import importlib.metadata
+import json
 import os
 import shutil
 import subprocess
@@ -75,14 +76,66 @@ def pyproject() -> dict:
     return tomllib.load(f)["project"]
 
 
+def python_environment(python: str) -> dict[str, str]:
+  return {"python_version": python, "python_full_version": f"{python}.0"}
+
+
+PYTHON = ".".join(map(str, sys.version_info[:2]))
+# Each Python CI tests (3.11: JAX 0.10.2; 3.13: JAX 0.12) and the one between (the GPU machines').
+PYTHONS = ("3.11", "3.12", "3.13")
+# requirements-test.txt's pins that have no range in the test extra: each is the version its JAX
+# asks for (libtpu: jax[tpu]'s pin; the CUDA 13 plugin and its compiler pieces: jax 0.12.0.1's).
+COMPILE_ONLY = {"libtpu", "jax-cuda13-plugin", "nvidia-cuda-nvcc", "nvidia-nvvm"}
+
+
+def installed(name: str) -> str | None:
+  try:
+    return importlib.metadata.version(name)
+  except importlib.metadata.PackageNotFoundError:
+    return None
+
+
+# Whether this environment was built from the pins of its Python (CI's are; a user's may hold any
+# version in the ranges): judged by JAX, which the markers pick per Python.
+PINNED_JAX = version_for("jax", read_requirements("requirements.txt"), PYTHON)
+BUILT_FROM_THE_PINS = installed("jax") == PINNED_JAX
+NEEDS_THE_PINS = absltest.skipUnless(
+    BUILT_FROM_THE_PINS, f"this environment's jax {installed('jax')} is not Python {PYTHON}'s "
+    f"pin {PINNED_JAX}: not built from requirements.txt (its ranges are checked instead)")
+
+
 class PinsTest(absltest.TestCase):
 
-  def test_pyproject_pins_what_the_requirements_files_pin(self):
-    # CI installs the requirements files; `pip install -e ".[test]"` reads pyproject.toml.
-    project = pyproject()
-    self.assertEqual(requirements(project["dependencies"]), read_requirements("requirements.txt"))
-    self.assertEqual(requirements(project["optional-dependencies"]["test"]),
-                     read_requirements("requirements-test.txt"))
+  def test_every_pin_lies_in_its_supported_range_on_every_python(self):
+    # pyproject.toml declares the ranges once; the requirements files pin what CI tests in them.
+    for extra, files in ((None, ("requirements.txt",)),
+                         ("imagenet", ("requirements-imagenet.txt",)),
+                         ("test", ("requirements-test.txt",))):
+      for python in PYTHONS:
+        ranges = {canonicalize_name(r.name): r.specifier for r in runtime.supported_ranges(
+            ROOT, extra=extra, environment=python_environment(python))}
+        pinned = {canonicalize_name(r.name): runtime.pinned_version(r)
+                  for file in files
+                  for r in runtime.pins(os.path.join(ROOT, file), follow_includes=False,
+                                        environment=python_environment(python))}
+        self.assertEqual(set(pinned) - COMPILE_ONLY, set(ranges), (extra, python))
+        for name, specifier in ranges.items():
+          self.assertTrue(specifier.contains(pinned[name]),
+                          f"{name}=={pinned[name]} (Python {python}) outside {specifier}")
+
+  def test_the_requirements_files_include_each_other_as_the_extras_do(self):
+    def includes(name):
+      with open(os.path.join(ROOT, name)) as f:
+        return [line.split()[1] for line in f if line.startswith("-r ")]
+    self.assertEqual(includes("requirements-imagenet.txt"), ["requirements.txt"])
+    self.assertEqual(includes("requirements-test.txt"), ["requirements-imagenet.txt"])
+
+  def test_the_quickstart_installs_no_tensorflow(self):
+    names = {name for name, *_ in read_requirements("requirements.txt")}
+    names |= {canonicalize_name(Requirement(r).name) for r in pyproject()["dependencies"]}
+    for package in ("tensorflow-cpu", "tensorflow", "tensorflow-datasets", "grain",
+                    "array-record", "simplejpeg"):
+      self.assertNotIn(package, names)
 
   def test_each_python_gets_the_newest_jax_it_can_run(self):
     # JAX 0.11 and later need Python >= 3.12; jax, jaxlib and flax move together.
@@ -90,17 +143,28 @@ class PinsTest(absltest.TestCase):
     for python, jax_version in (("3.11", "0.10.2"), ("3.12", "0.12.0.1"), ("3.13", "0.12.0.1")):
       self.assertEqual(version_for("jax", pins, python), jax_version)
       self.assertEqual(version_for("jaxlib", pins, python), jax_version)
-    # ... and this environment holds the pins of its Python.
-    python = ".".join(map(str, sys.version_info[:2]))
-    for name in ("jax", "jaxlib", "flax"):
-      self.assertEqual(importlib.metadata.version(name), version_for(name, pins, python))
 
+  def test_this_environment_lies_in_the_supported_ranges(self):
+    # Any supported environment: the suite runs where the project runs.
+    for requirement in runtime.supported_ranges(ROOT):
+      have = installed(requirement.name)
+      self.assertIsNotNone(have, requirement.name)
+      self.assertTrue(requirement.specifier.contains(have), f"{requirement.name} {have}")
+
+  @NEEDS_THE_PINS
+  def test_this_environment_holds_its_pythons_pins(self):
+    # What CI installed is what the files pin (no dependency moved a pinned package).
+    for requirement in runtime.pins(os.path.join(ROOT, "requirements-test.txt")):
+      if not requirement.extras:
+        self.assertEqual(installed(requirement.name), runtime.pinned_version(requirement),
+                         requirement.name)
+
+  @NEEDS_THE_PINS
   def test_libtpu_is_jax_tpu_s_own_pin_and_only_a_test_requirement(self):
     # The suite's TPU compile needs the libtpu that jax[tpu] asks for; a user who trains on a CPU
     # or GPU never downloads it.
     self.assertNotIn("libtpu", {name for name, *_ in read_requirements("requirements.txt")})
-    python = ".".join(map(str, sys.version_info[:2]))
-    wanted = version_for("libtpu", read_requirements("requirements-test.txt"), python)
+    wanted = version_for("libtpu", read_requirements("requirements-test.txt"), PYTHON)
     (jax_tpu,) = [Requirement(r) for r in importlib.metadata.requires("jax")
                   if r.startswith("libtpu") and 'extra == "tpu"' in r]
     self.assertIn(wanted, jax_tpu.specifier)
@@ -109,13 +173,70 @@ class PinsTest(absltest.TestCase):
     # A CUDA or TPU install runs the JAX the suite ran on its Python: only the backend differs.
     jax_pins = {(spec, marker) for name, _, spec, marker in read_requirements("requirements.txt")
                 if name == "jax"}
+    (jax_range,) = [r for r in pyproject()["dependencies"] if Requirement(r).name == "jax"]
     extras = pyproject()["optional-dependencies"]
     for backend in ("cuda12", "cuda13", "tpu"):
       expected = {("jax", (backend,), spec, marker) for spec, marker in jax_pins}
       self.assertEqual(read_requirements(f"requirements-{backend}.txt"), expected)
       with open(os.path.join(ROOT, f"requirements-{backend}.txt")) as f:
         self.assertIn("-r requirements.txt", [line.strip() for line in f])
-      self.assertEqual(requirements(extras[backend]), expected)
+      self.assertEqual(requirements(extras[backend]),
+                       requirements([jax_range.replace("jax", f"jax[{backend}]", 1)]))
+
+
+class ImagenetExtraTest(absltest.TestCase):
+  """Without the imagenet extra, the paths that need it say so in one sentence."""
+
+  def run_without(self, modules, code):
+    tmp = tempfile.mkdtemp()
+    self.addCleanup(shutil.rmtree, tmp, ignore_errors=True)
+    with open(os.path.join(tmp, "sitecustomize.py"), "w") as f:  # as if never installed.
+      f.write("import sys\n" + "".join(f"sys.modules[{m!r}] = None\n" for m in modules))
+    env = {**os.environ, "PYTHONPATH": testing.pythonpath_with(tmp)}
+    return subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=300)
+
+  def test_a_prepared_dataset_without_grain_names_the_extra(self):
+    directory = tempfile.mkdtemp()
+    self.addCleanup(shutil.rmtree, directory, ignore_errors=True)
+    # A manifest as prepare.py writes it, over empty files: the check comes before any read.
+    files = {"train": ["train-00000-of-00001.array_record"],
+             "eval": ["eval-00000-of-00001.array_record"]}
+    for names in files.values():
+      open(os.path.join(directory, names[0]), "w").close()
+    with open(os.path.join(directory, "prepared.json"), "w") as f:
+      json.dump({"image_format": "jpeg", "quality": 90, "size": 32, "num_classes": 2,
+                 "class_names": ["a", "b"], "source": "folder:x", "files": files,
+                 "examples": {"train": 4, "eval": 2}, "skipped": {"train": 0, "eval": 0},
+                 "mean": [0, 0, 0], "std": [1, 1, 1]}, f)
+    result = self.run_without(
+        ["grain", "array_record", "simplejpeg"],
+        "from hybrid_parallel.errors import UserError\n"
+        "import input_pipeline\n"
+        "try:\n"
+        f"  input_pipeline.load('prepared:{directory}', image_size=32)\n"
+        "except UserError as e:\n"
+        "  print(e)\n")
+    self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+    self.assertEqual(result.stdout.strip(),
+                     f"the prepared dataset {directory!r} needs grain, array-record and simplejpeg, not "
+                     f"installed here: install the imagenet extra (pip install -r "
+                     f"requirements-imagenet.txt, or pip install \".[imagenet]\").")
+
+  def test_preparing_without_array_record_names_the_extra(self):
+    result = self.run_without(
+        ["array_record"],
+        "from hybrid_parallel.errors import UserError\n"
+        "from input_pipeline import prepare\n"
+        "try:\n"
+        "  prepare.prepare('folder:nowhere', 'out')\n"
+        "except UserError as e:\n"
+        "  print(e)\n")
+    self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+    self.assertEqual(result.stdout.strip(),
+                     "python -m input_pipeline.prepare needs array-record, not installed here: "
+                     "install the imagenet extra (pip install -r requirements-imagenet.txt, or "
+                     "pip install \".[imagenet]\").")
 
 
 class WheelTest(absltest.TestCase):

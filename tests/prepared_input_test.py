@@ -12,12 +12,15 @@ import jax
 import numpy as np
 from absl.testing import absltest
 from jax.sharding import NamedSharding, PartitionSpec as P
-from PIL import Image
 
 import input_pipeline
 from hybrid_parallel.errors import UserError
 from input_pipeline import device_augment, imagenet_stats, prepare, prepared
 from tests import testing
+
+testing.skip_module_without_prepared_packages(__name__)
+
+from PIL import Image  # noqa: E402  (after the skip: the imagenet extra's)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CLASSES = ("cat", "dog", "eel")

@@ -15,8 +15,9 @@ from configs import default
 
 IMAGE_SIZE = 64  # The smallest input the AlexNet stem and pools leave a feature map for.
 
-# The tfds input pipeline's tests need TensorFlow, which a user's GPU machine may lack (the lent
-# H100/H200 has none): there they are skipped, and the skip says why, rather than failing.
+# The tfds input pipeline's tests need TensorFlow (the imagenet extra: requirements-imagenet.txt),
+# which requirements.txt does not install and a user's GPU machine may lack: there they are
+# skipped, and the skip says why, rather than failing.
 _TENSORFLOW_PACKAGES = ("tensorflow", "tensorflow_datasets")
 TENSORFLOW_MISSING = [name for name in _TENSORFLOW_PACKAGES
                       if importlib.util.find_spec(name) is None]
@@ -30,6 +31,20 @@ def skip_module_without_tensorflow(module: str) -> None:
   TensorFlow is missing; the module calls it with its __name__ before it imports TensorFlow."""
   if WITHOUT_TENSORFLOW:
     raise unittest.SkipTest(f"{module}: {WITHOUT_TENSORFLOW}")
+
+
+# The prepared datasets' readers and writer (requirements-imagenet.txt, the imagenet extra), which
+# requirements.txt alone does not install.
+_PREPARED_PACKAGES = ("grain", "array_record", "simplejpeg", "PIL")
+PREPARED_MISSING = [name for name in _PREPARED_PACKAGES if importlib.util.find_spec(name) is None]
+
+
+def skip_module_without_prepared_packages(module: str) -> None:
+  """Skips test `module`, as skip_module_without_tensorflow does, where the prepared datasets'
+  packages are missing."""
+  if PREPARED_MISSING:
+    raise unittest.SkipTest(f"{module}: needs {' and '.join(PREPARED_MISSING)}, not installed "
+                            f"here (the imagenet extra: requirements-imagenet.txt)")
 
 
 def pythonpath_with(first: str) -> str:
