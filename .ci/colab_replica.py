@@ -5,9 +5,9 @@ jaxlib pins (`python .ci/colab_replica.py jax==0.7.2 jaxlib==0.7.2`):
 
 1. a fresh copy of the repository (the files a clone of it has) is the notebook's working folder,
    as after `!git clone ...` and `%cd`;
-2. the notebook runs top to bottom at its default steps: every cell runs, the first installs the
-   project's pins (Colab's JAX is not one the project runs on), and the train cell's test top-1
-   is well above chance (LEARNED_TOP1);
+2. the notebook runs top to bottom at its default steps: every cell runs, the first installs what
+   lies outside the supported ranges (Colab's JAX is not one the project runs on) and no TensorFlow,
+   and the train cell's test top-1 is well above chance (LEARNED_TOP1);
 3. Colab's own jax and jaxlib put back, a kernel that has imported JAX and then runs the first
    cell stops with the one-sentence advice to restart, and no traceback.
 
@@ -78,9 +78,12 @@ def main(colab_pins: list[str]) -> int:
     print(f"the notebook ran top to bottom in {time.perf_counter() - started:.0f} s.")
     setup = text(tagged(notebook, "setup"))
     print(setup.strip())
-    if f"installing: jax: {colab_jax} → " not in setup:
+    if f"jax: {colab_jax} → " not in setup:
       failures.append(f"the first cell did not install the project's JAX over Colab's "
                       f"{colab_jax}.")
+    installing = [line for line in setup.splitlines() if line.startswith("installing:")]
+    if any("tensorflow" in line or "grain" in line for line in installing):
+      failures.append(f"the first cell installed the ImageNet packages: {installing}.")
     final = json.loads(text(tagged(notebook, "train")).strip().splitlines()[-1])
     print("train cell:", json.dumps(final))
     if final["platform"] != "cpu" or not final["eval_top1"] > LEARNED_TOP1:

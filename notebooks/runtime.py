@@ -1,7 +1,12 @@
-"""What notebooks/colab.ipynb needs from the runtime it finds: the runtime's accelerator, the
-project's pins for it (requirements.txt on a CPU runtime, -cuda12.txt on a GPU runtime, -tpu.txt on
-a TPU runtime), which of them the runtime already meets by version and which to install, whether
-the session must restart, and where the chosen scheme trains.
+"""What notebooks/colab.ipynb needs from the environment it finds: the machine's accelerator, the
+packages the environment lacks or has outside the project's supported ranges, the JAX build for
+the accelerator (kept where one is installed), whether the session must restart, and where the
+chosen scheme trains.
+
+The supported ranges are pyproject.toml's `[project] dependencies`, declared once; a package
+missing or outside its range is installed at the version CI tests on this Python (its pin in
+requirements.txt), and nothing else is touched. The ImageNet packages (TensorFlow, tfds, Grain:
+requirements-imagenet.txt) are not the notebook's: it installs none of them.
 
 It also reads the requirements files for the rest of the project (the accelerator report, the
 packaging test): with `packaging`, the reader pip itself uses. Standard library and `packaging`
@@ -14,6 +19,7 @@ import dataclasses
 import importlib.metadata
 import os
 import sys
+import tomllib
 from collections.abc import Callable, Mapping
 
 from packaging.markers import default_environment
@@ -23,7 +29,7 @@ from packaging.version import InvalidVersion, Version
 
 from hybrid_parallel import accelerators  # standard library only, as this module.
 
-# --- The requirements files -----------------------------------------------------------------
+# --- The requirements files and the supported ranges ----------------------------------------
 
 
 def read_requirements(path: str, *, follow_includes: bool = True) -> list[Requirement]:
@@ -44,15 +50,22 @@ def read_requirements(path: str, *, follow_includes: bool = True) -> list[Requir
   return found
 
 
-def pins(path: str, *, environment: Mapping[str, str] | None = None) -> list[Requirement]:
-  """The requirements of `path` (includes followed) whose markers hold in `environment` (a
-  `packaging` marker environment; default: this interpreter's), each named once."""
+def _holding(requirements, environment: Mapping[str, str] | None) -> list[Requirement]:
+  """`requirements` whose markers hold in `environment` (a `packaging` marker environment;
+  default: this interpreter's), each (name, extras) once, the last one read winning."""
   environment = {**default_environment(), **(environment or {})}
   chosen = {}
-  for requirement in read_requirements(path):
+  for requirement in requirements:
     if requirement.marker is None or requirement.marker.evaluate(environment):
       chosen[(canonicalize_name(requirement.name), frozenset(requirement.extras))] = requirement
   return list(chosen.values())
+
+
+def pins(path: str, *, environment: Mapping[str, str] | None = None,
+         follow_includes: bool = True) -> list[Requirement]:
+  """The requirements of `path` (its includes followed when `follow_includes`) whose markers hold
+  in `environment`."""
+  return _holding(read_requirements(path, follow_includes=follow_includes), environment)
 
 
 def pinned_version(requirement: Requirement) -> str:
@@ -63,27 +76,38 @@ def pinned_version(requirement: Requirement) -> str:
   return specifier.version
 
 
-# --- The runtime ----------------------------------------------------------------------------
+def pyproject(root: str) -> dict:
+  """pyproject.toml's [project] table."""
+  with open(os.path.join(root, "pyproject.toml"), "rb") as f:
+    return tomllib.load(f)["project"]
 
-# Which requirements file brings a runtime of each accelerator to the project's pins: the same JAX
-# and packages, with JAX's build for the accelerator (Colab's GPUs run CUDA 12: its GPU runtime
-# ships jax-cuda12-plugin).
-REQUIREMENTS_FILES = {"cpu": "requirements.txt", "gpu": "requirements-cuda12.txt",
-                      "tpu": "requirements-tpu.txt"}
 
-# A pin whose module another distribution of the runtime already provides: Colab's CPU and GPU
-# runtimes ship `tensorflow` (its full build), and `tensorflow-cpu` installed beside it would write
-# a second distribution over the same files; the pin's version is installed as that distribution
-# instead, which pip replaces in place.
-PROVIDED_BY = {"tensorflow-cpu": "tensorflow"}
+def supported_ranges(root: str, *, extra: str | None = None,
+                     environment: Mapping[str, str] | None = None) -> list[Requirement]:
+  """The supported ranges the project declares (pyproject.toml's `dependencies`, or its optional
+  `extra`) whose markers hold in `environment`."""
+  project = pyproject(root)
+  lines = project["optional-dependencies"][extra] if extra else project["dependencies"]
+  return _holding(map(Requirement, lines), environment)
 
-def accelerator(probes=accelerators) -> str:
-  """"tpu", "gpu" or "cpu": the runtime's accelerator, found as JAX finds one (a Google TPU chip on
-  the PCI bus: Colab's v5e-1; an NVIDIA GPU's device files: its T4, L4, A100, H100), before JAX is
+
+# --- The machine ----------------------------------------------------------------------------
+
+# JAX's accelerator builds: the extra of `jax` that installs each, and the distribution whose
+# presence says it is installed.
+BUILD_DISTRIBUTIONS = {"cuda12": "jax-cuda12-plugin", "cuda13": "jax-cuda13-plugin",
+                       "tpu": "libtpu"}
+# JAX's installation guide: CUDA 13 needs an NVIDIA driver >= 580 on Linux, CUDA 12 one >= 525.
+CUDA13_DRIVER = 580
+
+
+def accelerator(*, root: str = "/") -> str:
+  """"tpu", "gpu" or "cpu": the machine's accelerator, found as JAX finds one (a TPU chip on the
+  PCI bus: Colab's v5e-1; an NVIDIA GPU's device files: its T4, L4, A100, H100), before JAX is
   imported."""
-  if probes.google_tpu_chips():
+  if accelerators.google_tpu_chips(root=root):
     return "tpu"
-  return "gpu" if probes.nvidia_gpu() else "cpu"
+  return "gpu" if accelerators.nvidia_gpu(root=root) else "cpu"
 
 
 def installed_version(name: str) -> str | None:
@@ -102,67 +126,116 @@ def installed_requires(name: str) -> list[str]:
     return []
 
 
+def jax_build(runtime_accelerator: str, *, version: Callable[[str], str | None],
+              driver: str | None) -> tuple[str | None, str]:
+  """The JAX build the accelerator needs ("cuda12", "cuda13", "tpu"; None on a CPU), and why.
+
+  On a GPU an installed CUDA plugin is kept (the one at jaxlib's version where both are); where
+  none is, the driver picks: CUDA 13 from driver 580 on, CUDA 12 below it or where the driver's
+  version cannot be read.
+  """
+  if runtime_accelerator == "tpu":
+    return "tpu", "libtpu"
+  if runtime_accelerator != "gpu":
+    return None, "no accelerator"
+  installed = [build for build in ("cuda13", "cuda12") if version(BUILD_DISTRIBUTIONS[build])]
+  if installed:
+    jaxlib = version("jaxlib")
+    at_jaxlib = [b for b in installed if _same(version(BUILD_DISTRIBUTIONS[b]), jaxlib)]
+    build = (at_jaxlib or installed)[0]
+    return build, f"the installed {BUILD_DISTRIBUTIONS[build]} is kept"
+  if driver is None:
+    return "cuda12", "no CUDA plugin installed and no driver version found: CUDA 12"
+  if int(driver.split(".")[0]) >= CUDA13_DRIVER:
+    return "cuda13", f"no CUDA plugin installed; driver {driver} runs CUDA 13"
+  return "cuda12", f"no CUDA plugin installed; driver {driver} runs CUDA 12, not 13 (needs 580)"
+
+
+# --- The plan -------------------------------------------------------------------------------
+
+
 @dataclasses.dataclass(frozen=True)
 class Install:
-  """What bringing the runtime to the pins takes.
+  """What bringing the environment into the supported ranges takes.
 
   Attributes:
-    requirements_file: the file of pins for the runtime's accelerator.
-    install: pip's arguments, one `name[extras]==version` each, for the pins the runtime does not
-      meet.
-    changes: for each of them, `name: installed → pinned` (installed "none" when absent).
-    met: the pins the runtime already meets, by name.
+    install: pip's arguments, one `name[extras]==version` each: the packages missing or outside
+      their range, at this Python's pins; `jax[BUILD]` where JAX's accelerator build must come too.
+    changes: for each package installed, `name: installed → version (why)`.
+    kept: `name version` of each package already in its range.
+    build: the accelerator's JAX build (`jax_build`), or None.
+    build_note: why that build.
+    names: every distribution the plan judged, kept or to install.
   """
-  requirements_file: str
   install: tuple[str, ...]
   changes: tuple[str, ...]
-  met: tuple[str, ...]
-
-  @property
-  def names(self) -> tuple[str, ...]:
-    """Every pinned distribution, met or to install."""
-    return self.met + tuple(canonicalize_name(Requirement(r).name) for r in self.install)
+  kept: tuple[str, ...]
+  build: str | None
+  build_note: str
+  names: tuple[str, ...]
 
 
 def plan_install(root: str, runtime_accelerator: str, *,
                  version: Callable[[str], str | None] = installed_version,
                  requires: Callable[[str], list[str]] = installed_requires,
-                 environment: Mapping[str, str] | None = None) -> Install:
-  """The pins for `runtime_accelerator` (REQUIREMENTS_FILES, in the checkout at `root`) that the
-  runtime does not meet, judged by version: a pin is met when its distribution is installed at
-  the pinned version and, for a pin with extras (`jax[cuda12]`), when every distribution that
-  extra asks for (the installed distribution's own metadata says which) is installed at a version
-  it allows.
+                 environment: Mapping[str, str] | None = None,
+                 driver: str | None = None) -> Install:
+  """What the environment needs, in the checkout at `root`, to run the project on
+  `runtime_accelerator`: each package of the supported ranges (`supported_ranges`) that is missing
+  or outside its range, at its pin for this Python (requirements.txt); and JAX's build for the
+  accelerator (`jax_build`) where it is missing or at another version than the jaxlib that will
+  run (a CUDA plugin), or outside what that jax asks for (libtpu).
 
   Args:
-    version: a distribution's installed version, or None (the runtime's, by default).
+    version: a distribution's installed version, or None (the environment's, by default).
     requires: an installed distribution's requirement lines.
     environment: the marker environment (default: this interpreter's).
+    driver: the NVIDIA driver's version (accelerators.nvidia_driver_version()), or None.
   """
-  file = REQUIREMENTS_FILES[runtime_accelerator]
-  install, changes, met = [], [], []
-  for requirement in pins(os.path.join(root, file), environment=environment):
+  pinned = {canonicalize_name(r.name): pinned_version(r)
+            for r in pins(os.path.join(root, "requirements.txt"), environment=environment)}
+  install, changes, kept, names = {}, [], [], []
+  for requirement in supported_ranges(root, environment=environment):
     name = canonicalize_name(requirement.name)
-    wanted = pinned_version(requirement)
-    provider = PROVIDED_BY.get(name)
-    if provider and version(name) is None and version(provider) is not None:
-      name = provider
+    names.append(name)
     have = version(name)
-    extras_met = all(_extra_met(requirement, extra, version=version, requires=requires)
-                     for extra in requirement.extras)
-    if have is not None and Version(have) == Version(wanted) and extras_met:
-      met.append(name)
+    if have is not None and requirement.specifier.contains(have, prereleases=True):
+      kept.append(f"{name} {have}")
       continue
-    extras = f"[{','.join(sorted(requirement.extras))}]" if requirement.extras else ""
-    install.append(f"{name}{extras}=={wanted}")
-    changes.append(f"{name}{extras}: {have or 'none'} → {wanted}")
-  return Install(file, tuple(install), tuple(changes), tuple(met))
+    why = "missing" if have is None else f"outside {requirement.specifier}"
+    install[name] = f"{name}=={pinned[name]}"
+    changes.append(f"{name}: {have or 'none'} → {pinned[name]} ({why})")
+
+  build, build_note = jax_build(runtime_accelerator, version=version, driver=driver)
+  if build:
+    jax_version = pinned["jax"] if "jax" in install else version("jax")
+    jaxlib_version = pinned["jaxlib"] if "jaxlib" in install else version("jaxlib")
+    distribution = BUILD_DISTRIBUTIONS[build]
+    names.append(distribution)
+    have = version(distribution)
+    if build == "tpu":  # libtpu: the version the installed jax asks for (its own metadata).
+      met = have is not None and "jax" not in install and _extra_met(
+          "jax", build, version=version, requires=requires)
+    else:  # a CUDA plugin runs only beside the jaxlib of its own version.
+      met = _same(have, jaxlib_version)
+    if met:
+      kept.append(f"{distribution} {have}")
+    else:
+      install["jax"] = f"jax[{build}]=={jax_version}"
+      target = jaxlib_version if build != "tpu" else f"the one jax {jax_version} asks for"
+      changes.append(f"{distribution}: {have or 'none'} → {target} (jax[{build}]: {build_note})")
+  return Install(tuple(install.values()), tuple(changes), tuple(kept), build, build_note,
+                 tuple(names))
 
 
-def _extra_met(requirement: Requirement, extra: str, *, version, requires) -> bool:
-  """Whether every distribution `requirement`'s `extra` asks for is installed at a version it
-  allows (read from the installed distribution's own requirements)."""
-  for line in requires(requirement.name):
+def _same(a: str | None, b: str | None) -> bool:
+  return a is not None and b is not None and not _differ(a, b)
+
+
+def _extra_met(name: str, extra: str, *, version, requires) -> bool:
+  """Whether every distribution the installed `name`'s `extra` asks for is installed at a version
+  it allows (read from the installed distribution's own requirements)."""
+  for line in requires(name):
     needed = Requirement(line)
     if needed.marker is None or not needed.marker.evaluate({"extra": extra}):
       continue
@@ -170,6 +243,36 @@ def _extra_met(requirement: Requirement, extra: str, *, version, requires) -> bo
     if have is None or not needed.specifier.contains(have, prereleases=True):
       return False
   return True
+
+
+def describe(plan: Install, runtime_accelerator: str) -> str:
+  """What the first cell says it found and would do, in three lines."""
+  found = {"cpu": "No accelerator found: JAX runs on the CPU.",
+           "gpu": f"NVIDIA GPU found: JAX's {plan.build} build, {plan.build_note}.",
+           "tpu": f"TPU found: JAX's TPU build, {plan.build_note}."}[runtime_accelerator]
+  return "\n".join([
+      found,
+      f"Kept (in the supported ranges, pyproject.toml): {', '.join(plan.kept) or 'nothing'}.",
+      f"To install: {'; '.join(plan.changes)}." if plan.install else "Nothing to install."])
+
+
+# The pins of each JAX build, for the sentence that says how to install what is missing.
+REQUIREMENTS_FILES = {None: "requirements.txt", "cuda12": "requirements-cuda12.txt",
+                      "cuda13": "requirements-cuda13.txt", "tpu": "requirements-tpu.txt"}
+
+
+def missing_sentence(plan: Install, *, pip_failed: bool = False) -> str:
+  """One sentence: what this environment lacks, and how to get it (INSTALL off, or pip failed:
+  no package index reachable, most often)."""
+  names = ", ".join(plan.install)
+  file = REQUIREMENTS_FILES[plan.build]
+  if pip_failed:
+    return (f"pip could not install {names} (its message is above): install them where a "
+            f"package index is reachable (pip install -r {file} gives the versions the tests "
+            f"ran with), then run this cell again.")
+  return (f"This environment lacks {names} (missing, or outside the versions the project runs "
+          f"on: pyproject.toml): set INSTALL = True at the top of this cell, or pip install -r "
+          f"{file}, then run this cell again.")
 
 
 def restart_needed(names, *, modules: Mapping[str, object] = sys.modules,
@@ -210,20 +313,20 @@ def _differ(a: str, b: str) -> bool:
     return a != b
 
 
-def colab_runtime(path: str, runtime_accelerator: str) -> dict[str, str]:
+def colab_runtime(path: str, section: str) -> dict[str, str]:
   """The distributions (canonical name → version) of one of Colab's runtimes as
   notebooks/colab_runtimes.txt records them (its section [cpu], [gpu] or [tpu])."""
-  versions, section = {}, None
+  versions, current = {}, None
   with open(path) as f:
     for line in f:
       line = line.split("#", 1)[0].strip()
       if line.startswith("["):
-        section = line.strip("[]")
-      elif line and section == runtime_accelerator:
+        current = line.strip("[]")
+      elif line and current == section:
         requirement = Requirement(line)
         versions[canonicalize_name(requirement.name)] = pinned_version(requirement)
   if not versions:
-    raise ValueError(f"{path} has no [{runtime_accelerator}] section.")
+    raise ValueError(f"{path} has no [{section}] section.")
   return versions
 
 

@@ -57,6 +57,14 @@ class NotebookTest(absltest.TestCase):
     self.assertLess(final["eval_loss"], LEARNED_LOSS)
     self.assertGreater(final["eval_top1"], LEARNED_TOP1)
 
+  def test_installs_nothing_here_and_asks_for_its_cpu_stand_ins_aloud(self):
+    said = "".join(o.get("text", "") for o in _outputs(self.notebook, "setup")
+                   if o.output_type == "stream")
+    self.assertIn("Nothing to install.\ninstalled nothing: this environment runs the project as "
+                  "it is.", said)
+    self.assertIn("CPU stand-ins asked for: 8 simulated CPU devices (no accelerator: every mesh "
+                  "runs on them).", said)
+
   def test_plots_the_curves_and_the_bytes(self):
     for tag in ("curves", "bytes"):
       self.assertTrue(any("image/png" in o.get("data", {}) for o in _outputs(self.notebook, tag)),
@@ -72,76 +80,136 @@ class NotebookTest(absltest.TestCase):
     self.assertEqual(shown["hybrid4"], {"gradients": hybrid.gradients,
                                         "activations": hybrid.activations})
     self.assertGreater(shown["hybrid4"]["activations"], 0)
+    # owt8 is plotted for its own network and batch (the one-weird-trick net, batch 1024).
+    owt = costmodel.traffic(models.ARCHITECTURES["alexnet_owt"],
+                            partitioning.make_plan("owt", 2, 4), global_batch=1024,
+                            image_size=224, num_classes=1000)
+    self.assertEqual(shown["owt8"], {"gradients": owt.gradients, "activations": owt.activations})
 
 
 MESHES = {"single": 1, "hybrid4": 4, "owt8": 8}
 COLAB = os.path.join(ROOT, "notebooks", "colab_runtimes.txt")
 # Colab's runtimes run Python 3.13 (notebooks/colab_runtimes.txt); the markers are read for it.
 COLAB_PYTHON = {"python_version": "3.13", "python_full_version": "3.13.15"}
-# jax 0.12.0.1's own requirements for its accelerator extras (its metadata, as installed).
-JAX_EXTRAS = ['jaxlib<=0.12.0.1,>=0.12.0.1; extra == "cuda12"',
-              'jax-cuda12-plugin[with-cuda]<=0.12.0.1,>=0.12.0.1; extra == "cuda12"',
-              'jaxlib<=0.12.0.1,>=0.12.0.1; extra == "tpu"', 'libtpu==0.0.50.*; extra == "tpu"']
-# What every Colab runtime installs: its packages that differ from the pins, and those it lacks.
-EVERY_RUNTIME = {"jax==0.12.0.1", "jaxlib==0.12.0.1", "flax==0.12.12", "orbax-checkpoint==0.12.8",
-                 "ml-collections==1.1.0", "array-record==0.8.6", "pillow==13.0.0",
-                 "simplejpeg==1.9.0", "importlib-resources==7.1.0", "absl-py==2.5.1",
-                 "numpy==2.4.6", "scikit-learn==1.9.1", "tensorboardx==2.6.5",
-                 "matplotlib==3.11.2"}
+PYTHON_312 = {"python_version": "3.12", "python_full_version": "3.12.1"}
+# jax 0.12.0.1's own requirements for its TPU extra (its metadata, as installed).
+JAX_TPU_EXTRA = ['jaxlib<=0.12.0.1,>=0.12.0.1; extra == "tpu"', 'libtpu==0.0.50.*; extra == "tpu"']
+# What every Colab runtime installs: its packages outside the supported ranges (jax 0.7.2, flax
+# 0.11.2, numpy 2.1.3 below jax 0.12's 2.2) and those it lacks, at the Python 3.13 pins.
+EVERY_COLAB_RUNTIME = {"jaxlib==0.12.0.1", "flax==0.12.12", "ml-collections==1.1.0",
+                       "numpy==2.4.6", "tensorboardx==2.6.5"}
+# Colab's own, in range: kept.
+COLAB_KEPT = {"optax 0.2.8", "orbax-checkpoint 0.12.4", "absl-py 1.4.0", "scikit-learn 1.6.1",
+              "matplotlib 3.10.0"}
+
+
+def pinned(environment) -> dict[str, str]:
+  """requirements.txt's pins for the Python of `environment`, by name."""
+  return {canonicalize_name(r.name): runtime.pinned_version(r) for r in runtime.pins(
+      os.path.join(ROOT, "requirements.txt"), environment=environment)}
+
+
+def plan(accelerator: str, versions: dict, *, environment=COLAB_PYTHON, driver=None,
+         jax_requires=()):
+  """The notebook's install plan on a machine with `accelerator` and the packages `versions`."""
+  return runtime.plan_install(ROOT, accelerator, version=versions.get,
+                              requires=lambda name: list(jax_requires) if name == "jax" else [],
+                              environment=environment, driver=driver)
 
 
 def colab_plan(accelerator: str, **changed):
   """The notebook's install plan on Colab's `accelerator` runtime, its versions `changed`."""
   versions = {**runtime.colab_runtime(COLAB, accelerator), **changed}
-  return runtime.plan_install(ROOT, accelerator, version=versions.get,
-                              requires=lambda name: JAX_EXTRAS if name == "jax" else [],
-                              environment=COLAB_PYTHON)
+  return plan(accelerator, versions)
 
 
 class InstallerTest(absltest.TestCase):
-  """The first cell's decisions on Colab's three runtimes (their package sets recorded in
-  notebooks/colab_runtimes.txt), without installing anything."""
+  """The first cell's decisions, offline, on the machines users run it on: Colab's three runtimes
+  (notebooks/colab_runtimes.txt), Kaggle's GPU image, a workstation and a GPU machine that already
+  run a supported JAX, and a GPU without JAX's CUDA build."""
 
-  def test_a_cpu_runtime_gets_requirements_txt_tensorflow_replaced_in_place(self):
-    plan = colab_plan("cpu")
-    self.assertEqual(plan.requirements_file, "requirements.txt")
-    # Colab's full tensorflow 2.20 is brought to the pin as itself: tensorflow-cpu beside it would
-    # write a second distribution over its files.
-    self.assertEqual(set(plan.install), EVERY_RUNTIME | {"tensorflow==2.21.0"})
-    self.assertIn("jax: 0.7.2 → 0.12.0.1", plan.changes)
-    self.assertIn("ml-collections: none → 1.1.0", plan.changes)
-    # Left as Colab ships them: its versions are the pins.
-    self.assertEqual(set(plan.met), {"optax", "tensorflow-datasets", "grain"})
+  def test_colab_cpu_installs_jax_and_what_is_missing_and_no_tensorflow(self):
+    cpu = colab_plan("cpu")
+    self.assertEqual(set(cpu.install), EVERY_COLAB_RUNTIME | {"jax==0.12.0.1"})
+    self.assertIn("jax: 0.7.2 → 0.12.0.1 (outside <0.13,>=0.10.2)", cpu.changes)
+    self.assertIn("ml-collections: none → 1.1.0 (missing)", cpu.changes)
+    self.assertEqual(set(cpu.kept), COLAB_KEPT)
+    self.assertIsNone(cpu.build)
 
-  def test_a_gpu_runtime_gets_jax_s_cuda12_build(self):
-    plan = colab_plan("gpu")
-    self.assertEqual(plan.requirements_file, "requirements-cuda12.txt")
-    self.assertEqual(set(plan.install),
-                     EVERY_RUNTIME | {"tensorflow==2.21.0", "jax[cuda12]==0.12.0.1"})
+  def test_colab_gpu_keeps_its_cuda12_build(self):
+    gpu = colab_plan("gpu")  # jax-cuda12-plugin 0.7.2 installed, beside Colab's jax.
+    self.assertEqual(set(gpu.install), EVERY_COLAB_RUNTIME | {"jax[cuda12]==0.12.0.1"})
+    self.assertIn("jax-cuda12-plugin: 0.7.2 → 0.12.0.1 (jax[cuda12]: the installed "
+                  "jax-cuda12-plugin is kept)", gpu.changes)
+    # Whatever the driver could run: the build the runtime has is kept.
+    self.assertEqual(plan("gpu", runtime.colab_runtime(COLAB, "gpu"), driver="580.95.05").install,
+                     gpu.install)
 
-  def test_a_tpu_runtime_gets_jax_s_tpu_build_and_tensorflow_cpu(self):
-    plan = colab_plan("tpu")  # no TensorFlow on Colab's TPU runtime.
-    self.assertEqual(plan.requirements_file, "requirements-tpu.txt")
-    self.assertEqual(set(plan.install),
-                     EVERY_RUNTIME | {"tensorflow-cpu==2.21.0", "jax[tpu]==0.12.0.1"})
+  def test_colab_tpu_gets_jax_s_tpu_build(self):
+    tpu = colab_plan("tpu")  # libtpu 0.0.21.1, Colab's jax 0.7.2's.
+    self.assertEqual(set(tpu.install), EVERY_COLAB_RUNTIME | {"jax[tpu]==0.12.0.1"})
 
-  def test_pins_met_by_version_install_nothing_and_an_extra_is_judged_by_its_plugin(self):
-    pinned = {canonicalize_name(r.name): runtime.pinned_version(r) for r in runtime.pins(
-        os.path.join(ROOT, "requirements.txt"), environment=COLAB_PYTHON)}
-    done = {**pinned, "tensorflow": pinned["tensorflow-cpu"], "tensorflow-cpu": None}
-    self.assertEqual(colab_plan("cpu", **done).install, ())
-    # jax at its pin but its CUDA plugin still Colab's: jax[cuda12] is not met.
-    self.assertEqual(colab_plan("gpu", **done).install, ("jax[cuda12]==0.12.0.1",))
-    self.assertEqual(colab_plan("gpu", **done, **{"jax-cuda12-plugin": "0.12.0.1"}).install, ())
-    # An older Colab runtime (2026.07: Python 3.12, the same JAX) gets the same pins.
-    versions = runtime.colab_runtime(COLAB, "cpu")
-    older = runtime.plan_install(ROOT, "cpu", version=versions.get, requires=lambda name: [],
-                                 environment={"python_version": "3.12"})
-    self.assertEqual(older.install, colab_plan("cpu").install)
+  def test_kaggle_gpu_keeps_its_cuda12_build_on_python_3_12(self):
+    # Kaggle's GPU image: Python 3.12, jax 0.7.2 with the CUDA 12 plugin; its other packages taken
+    # as Colab's GPU runtime's (the same Colab-era versions; its full list is not recorded here).
+    kaggle = {**runtime.colab_runtime(COLAB, "gpu"), "jax": "0.7.2", "jaxlib": "0.7.2",
+              "jax-cuda12-plugin": "0.7.2", "jax-cuda12-pjrt": "0.7.2"}
+    decided = plan("gpu", kaggle, environment=PYTHON_312, driver="550.54.15")
+    self.assertEqual(set(decided.install), EVERY_COLAB_RUNTIME | {"jax[cuda12]==0.12.0.1"})
+    self.assertEqual(decided.build, "cuda12")
 
-  def test_this_environment_meets_its_own_pins(self):
-    # The suite's environment was built from requirements.txt: nothing to install.
+  def test_a_workstation_at_the_newest_pins_with_cuda13_installs_nothing(self):
+    workstation = {**pinned(COLAB_PYTHON), "jax-cuda13-plugin": "0.12.0.1",
+                   "jax-cuda13-pjrt": "0.12.0.1"}
+    decided = plan("gpu", workstation, driver="580.95.05")
+    self.assertEqual(decided.install, ())
+    self.assertEqual(decided.build, "cuda13")
+    self.assertIn("jax-cuda13-plugin 0.12.0.1", decided.kept)
+
+  def test_the_gpu_machine_with_jax_0_11_installs_nothing(self):
+    # One H200: Python 3.12, jax/jaxlib 0.11.2 with the CUDA 13 plugin, flax 0.12.10, orbax
+    # 0.12.4, numpy 2.5.2; the rest at the pins; no TensorFlow.
+    h200 = {**pinned(PYTHON_312), "jax": "0.11.2", "jaxlib": "0.11.2", "flax": "0.12.10",
+            "orbax-checkpoint": "0.12.4", "numpy": "2.5.2", "jax-cuda13-plugin": "0.11.2",
+            "jax-cuda13-pjrt": "0.11.2"}
+    decided = plan("gpu", h200, environment=PYTHON_312, driver="580.95.05")
+    self.assertEqual(decided.install, ())
+    self.assertIn("jax 0.11.2", decided.kept)
+    # Its plugin at another version than its jaxlib: the build is brought to the jaxlib it has.
+    stale = plan("gpu", {**h200, "jax-cuda13-plugin": "0.11.1"}, environment=PYTHON_312)
+    self.assertEqual(stale.install, ("jax[cuda13]==0.11.2",))
+
+  def test_without_a_cuda_build_the_driver_picks_one(self):
+    no_plugin = pinned(COLAB_PYTHON)
+    for driver, build in (("580.95.05", "cuda13"), ("575.57.08", "cuda12"), (None, "cuda12")):
+      decided = plan("gpu", no_plugin, driver=driver)
+      self.assertEqual(decided.install, (f"jax[{build}]==0.12.0.1",), driver)
+
+  def test_a_tpu_keeps_a_libtpu_its_jax_asks_for(self):
+    versions = pinned(COLAB_PYTHON)
+    self.assertEqual(plan("tpu", {**versions, "libtpu": "0.0.50.1"},
+                          jax_requires=JAX_TPU_EXTRA).install, ())
+    self.assertEqual(plan("tpu", {**versions, "libtpu": "0.0.21.1"},
+                          jax_requires=JAX_TPU_EXTRA).install, ("jax[tpu]==0.12.0.1",))
+
+  def test_this_environment_needs_nothing(self):
+    # Any supported environment: the suite's ran from the pins, a user's may hold other versions
+    # in the ranges.
     self.assertEqual(runtime.plan_install(ROOT, "cpu").install, ())
+
+  def test_what_is_missing_is_said_in_one_sentence_with_the_way_to_get_it(self):
+    kaggle = {**runtime.colab_runtime(COLAB, "gpu"), "jax": "0.7.2"}
+    missing = plan("gpu", kaggle)
+    self.assertEqual(
+        runtime.missing_sentence(missing),
+        f"This environment lacks {', '.join(missing.install)} (missing, or outside the versions "
+        f"the project runs on: pyproject.toml): set INSTALL = True at the top of this cell, or "
+        f"pip install -r requirements-cuda12.txt, then run this cell again.")
+    self.assertEqual(
+        runtime.missing_sentence(colab_plan("cpu"), pip_failed=True),
+        f"pip could not install {', '.join(colab_plan('cpu').install)} (its message is above): "
+        f"install them where a package index is reachable (pip install -r requirements.txt "
+        f"gives the versions the tests ran with), then run this cell again.")
 
   def test_a_module_imported_at_another_version_asks_for_a_restart_in_one_sentence(self):
     jax_module = types.SimpleNamespace(__version__="0.7.2")
@@ -156,13 +224,6 @@ class InstallerTest(absltest.TestCase):
     self.assertIsNone(runtime.restart_needed(
         ["jax"], modules={"jax": types.SimpleNamespace(__version__="0.12.0.1")},
         version=installed.get, top_levels={"jax": ["jax"]}))
-
-  def test_the_runtime_s_accelerator_is_found_as_jax_finds_it(self):
-    probe = lambda tpus, gpu: types.SimpleNamespace(google_tpu_chips=lambda: tpus,
-                                                    nvidia_gpu=lambda: gpu)
-    self.assertEqual([runtime.accelerator(probe(t, g)) for t, g in ((1, False), (0, True),
-                                                                    (0, False))],
-                     ["tpu", "gpu", "cpu"])
 
 
 class RuntimeTest(absltest.TestCase):
