@@ -21,8 +21,8 @@ IMAGE_SIZE = 64  # The smallest input the AlexNet stem and pools leave a feature
 _TENSORFLOW_PACKAGES = ("tensorflow", "tensorflow_datasets")
 TENSORFLOW_MISSING = [name for name in _TENSORFLOW_PACKAGES
                       if importlib.util.find_spec(name) is None]
-WITHOUT_TENSORFLOW = (f"needs {' and '.join(TENSORFLOW_MISSING)}, not installed here"
-                      if TENSORFLOW_MISSING else None)
+WITHOUT_TENSORFLOW = (f"needs {' and '.join(TENSORFLOW_MISSING)}, not installed here (the "
+                      f"imagenet extra: requirements-imagenet.txt)" if TENSORFLOW_MISSING else None)
 needs_tensorflow = unittest.skipIf(WITHOUT_TENSORFLOW, WITHOUT_TENSORFLOW)
 
 
