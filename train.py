@@ -8,6 +8,7 @@ and trains it, for tests, benchmarks and notebooks that hold a ConfigDict.
 
 import contextlib
 import dataclasses
+import logging as std_logging
 import os
 import time
 
@@ -20,7 +21,7 @@ from absl import logging
 import experiment
 import input_pipeline
 from hybrid_parallel import mesh as mesh_lib
-from hybrid_parallel import checkpointing, faults, metric_writers, models, profiling
+from hybrid_parallel import checkpointing, faults, metric_writers, models, platforms, profiling
 from hybrid_parallel.errors import UserError
 
 
@@ -37,8 +38,28 @@ def evaluate(eval_step, variables, dataset, *, sharding, batch: int) -> dict[str
 
 
 def train_config(config: ml_collections.ConfigDict, workdir: str) -> dict[str, float]:
-  """`train_and_evaluate` of `config`, resolved for this job's processes."""
-  return train_and_evaluate(experiment.resolve(config, processes=jax.process_count()), workdir)
+  """`train_and_evaluate` of `config`, resolved for this job's processes; its progress lines
+  (the compile, each log step with its ETA, each evaluation) shown as main.py shows them."""
+  with _progress_shown():
+    return train_and_evaluate(experiment.resolve(config, processes=jax.process_count()),
+                              workdir)
+
+
+@contextlib.contextmanager
+def _progress_shown():
+  """absl's INFO lines for the run's length where nothing shows them: outside `app.run` (a
+  notebook, a script of the user's) absl logs at WARNING, and the loop would train for minutes
+  in silence. Under app.run (main.py, the studies) or after the user's own
+  `logging.set_verbosity(logging.INFO)` they show already, and nothing changes (no line twice)."""
+  if logging.get_absl_logger().isEnabledFor(std_logging.INFO):
+    yield
+    return
+  verbosity = logging.get_verbosity()
+  logging.set_verbosity(logging.INFO)
+  try:
+    yield
+  finally:
+    logging.set_verbosity(verbosity)
 
 
 def train_and_evaluate(spec: experiment.RunSpec, workdir: str) -> dict[str, float]:
@@ -98,7 +119,8 @@ class _Job:
   @classmethod
   def start(cls, spec: experiment.RunSpec) -> "_Job":
     plan = spec.plan
-    devices, note = mesh_lib.pick_devices(plan.data * plan.model)
+    devices, note = mesh_lib.pick_devices(plan.data, plan.model,
+                                          cpu_stand_ins=platforms.cpu_stand_ins_asked())
     if note:
       logging.warning(note)
     dataset = experiment.load_dataset(spec)
@@ -139,6 +161,7 @@ class _Loop:
                last_checkpoint: int | None):
     spec, total = job.spec, job.total_steps
     self.job, self.checkpointer, self.last_checkpoint = job, checkpointer, last_checkpoint
+    self.first_step = first_step
     self.writer = (opened.enter_context(contextlib.closing(
         metric_writers.MetricWriter(workdir, first_step=first_step)))
         if jax.process_index() == 0 else None)
@@ -160,7 +183,10 @@ class _Loop:
     """Runs step `step` and what is due after it; returns the new state."""
     loop, total = self.job.spec.loop, self.job.total_steps
     self.profiler.before(step)
-    state, metrics = self.job.run.scheme.train_step(state, images, labels)
+    if step == self.first_step:
+      state, metrics = self._first_step(state, images, labels)
+    else:
+      state, metrics = self.job.run.scheme.train_step(state, images, labels)
     self.profiler.after(step, metrics)
     done = step + 1
     if self.probe:
@@ -195,6 +221,21 @@ class _Loop:
         logging.info("eval at step %d | %s", done, _describe(self.eval_metrics))
       self.window_start = time.perf_counter()  # evaluation time is not training throughput.
     return state
+
+  def _first_step(self, state, images, labels):
+    """The first step, said aloud: its compile takes tens of seconds on a CPU (minutes for the big
+    configs), and nothing else is printed meanwhile. The call returns once the program is compiled
+    and launched (JAX dispatches asynchronously); waiting for its metrics gives the step's own time."""
+    plan = self.job.spec.plan
+    logging.info("compiling the step for the %d×%d mesh (%s) …", plan.data, plan.model,
+                 plan.scheme)
+    start = time.perf_counter()
+    state, metrics = self.job.run.scheme.train_step(state, images, labels)
+    compiled = time.perf_counter()
+    jax.block_until_ready(metrics)
+    logging.info("compiled in %.1f s; the first step ran in %.2f s.", compiled - start,
+                 time.perf_counter() - compiled)
+    return state, metrics
 
   def _check(self, step: int, metrics) -> None:
     """Stops at a non-finite step (unless skipping them); warns about a skipped one."""
