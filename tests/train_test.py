@@ -3,12 +3,15 @@ events written."""
 
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
 
 from absl.testing import absltest
 from tensorboard.backend.event_processing import event_accumulator
+
+from tests.main_test import said_in_order
 
 
 # alexnet_tiny learns digits in 8 epochs at this learning rate (about 10 s on 2 cores). Over 176
@@ -68,6 +71,11 @@ class TrainTest(absltest.TestCase):
     self.assertAlmostEqual(train_rows[-1]["learning_rate"], 0.1 * 64 / 128 * 0.1)
     self.assertLess(train_rows[-1]["train_loss"], train_rows[0]["train_loss"])
 
+  def test_the_console_says_it_compiles_then_each_log_step_once(self):
+    said_in_order(self, self.stderr, re.escape("compiling the step for the 2×2 mesh (hybrid) …"),
+                  r"compiled in \d+\.\d s; the first step ran in \d+\.\d\d s\.",
+                  *[rf"\] step {step}/{TOTAL_STEPS} \| loss " for step in (50, 100, 150, 176)])
+
   def test_tensorboard_events(self):
     events = event_accumulator.EventAccumulator(self.workdir)
     events.Reload()
@@ -76,6 +84,35 @@ class TrainTest(absltest.TestCase):
     top1 = events.Scalars("eval_top1")
     self.assertEqual(top1[-1].step, TOTAL_STEPS)
     self.assertAlmostEqual(top1[-1].value, self.rows[-1]["eval_top1"], places=5)
+
+
+# The README's "from your own notebook" snippet, at tiny sizes: no app.run, so absl alone would
+# show nothing below WARNING.
+NOTEBOOK_SNIPPET = """
+import sys
+from hybrid_parallel import platforms
+platforms.start(cpu_devices=4)  # before any device query; CPU stand-ins if needed
+import train
+from configs import hybrid4
+config = hybrid4.get_config()
+config.update(model="alexnet_tiny", image_size=64, num_train_steps=4, log_every_steps=2)
+metrics = train.train_config(config, sys.argv[1])
+"""
+
+
+class FromYourOwnNotebookTest(absltest.TestCase):
+
+  def test_train_config_shows_the_loops_progress_each_line_once(self):
+    with tempfile.TemporaryDirectory() as workdir:
+      result = subprocess.run([sys.executable, "-c", NOTEBOOK_SNIPPET, workdir], cwd=ROOT,
+                              capture_output=True, text=True, timeout=600)
+    self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+    said_in_order(self, result.stdout + result.stderr,
+                  r"hybrid on a 2×2 mesh of cpu devices, global batch 256, 4 steps",
+                  re.escape("compiling the step for the 2×2 mesh (hybrid) …"),
+                  r"compiled in \d+\.\d s; the first step ran in \d+\.\d\d s\.",
+                  r"step 2/4 \| loss [\d.]+ \| .* \| ETA \d+m\d\ds",
+                  r"step 4/4 \| loss ", r"eval at step 4 \| loss ")
 
 
 if __name__ == "__main__":
