@@ -120,6 +120,21 @@ def _workdir(config_flag) -> str:
   return os.path.join("runs", name)
 
 
+def _devices_planned(spec) -> str:
+  """Where the run's mesh will run, said without starting a backend (a dry run touches no
+  device): the machine is probed as JAX probes it before opening an accelerator."""
+  from hybrid_parallel import accelerators
+  mesh = spec.plan.data * spec.plan.model
+  simulated = _CPU_DEVICES.value or max(1, mesh // spec.processes)
+  if os.environ.get("JAX_PLATFORMS") == "cpu" or accelerators.only_the_cpu_can_run():
+    return f"{simulated} simulated CPU device(s) per process: JAX runs on the CPU here."
+  if _CPU_DEVICES.value:
+    return (f"this machine's accelerators, or {simulated} simulated CPU devices standing in "
+            f"where they are fewer than {mesh} (--cpu_devices).")
+  return (f"this machine's accelerators; refused when the run starts if they are fewer than "
+          f"{mesh} (--cpu_devices=N asks for CPU stand-ins).")
+
+
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
@@ -141,7 +156,8 @@ def main(argv):
   except UserError as e:
     _fail(str(e))
   if _DRY_RUN.value:
-    print(json.dumps({"workdir": workdir, **spec.describe()}, indent=1))
+    print(json.dumps({"workdir": workdir, **spec.describe(), "devices": _devices_planned(spec)},
+                     indent=1))
     return
   import jax
   job = _initialize_distributed(jax) if _COORDINATOR.value or _DISTRIBUTED.value else None

@@ -108,6 +108,14 @@ class RunTest(absltest.TestCase):
                               "(python -m input_pipeline.prepare) and train on prepared:DIR."])
     self.assertFalse(os.path.exists(f"{tmp}/run/metrics.jsonl"))
 
+  @unittest.skipUnless(accelerators.only_the_cpu_can_run(), "needs a machine without an "
+                       "accelerator: the dry run says where the mesh would run")
+  def test_the_dry_run_says_where_the_mesh_runs(self):
+    result = run_main("--config=configs/owt8.py", "--dry_run", env={"JAX_PLATFORMS": ""})
+    self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+    self.assertEqual(json.loads(result.stdout)["devices"],
+                     "8 simulated CPU device(s) per process: JAX runs on the CPU here.")
+
   # With an accelerator, JAX_PLATFORMS unset puts main.py's default backend on it (one GPU
   # cannot hold the 2×2 mesh: main.py refuses it without --cpu_devices, mesh_test's).
   @unittest.skipUnless(accelerators.only_the_cpu_can_run(),
