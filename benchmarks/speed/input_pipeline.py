@@ -25,7 +25,7 @@ Sections:
 
 Prints one JSON object and writes it as input_pipeline.json under runs/input_pipeline/ (or --out;
 with --publish into docs/, which docs/input_pipeline.md's tables are made from; --dry_run writes
-nothing unless --out is given):
+nothing unless --out or --publish is given):
 `pipelines` rows hold `source` ("prepared" in the prepared ones), `images_per_sec_median` and
 `images_per_sec_per_core`.
 """
@@ -64,9 +64,9 @@ _PHOTOS_DIR = flags.DEFINE_string(
 _TRAINER_BATCH = flags.DEFINE_integer("trainer_batch", 256, "Global batch of the trainer rows.")
 _TRAINER_STEPS = flags.DEFINE_integer("trainer_steps", 200, "main.py steps in the trainer rows.")
 _DRY_RUN = flags.DEFINE_boolean("dry_run", False, "Tiny sizes: checks the script, measures "
-                                "nothing worth keeping (writes nothing unless --out is given).")
+                                "nothing worth keeping (writes nothing unless --out or --publish is given).")
 _OUTPUT = benchmarks.define_output_flags("input_pipeline")
-_UNDER = flags.DEFINE_string("under", None, "Write the result under this key of --out's JSON, "
+_UNDER = flags.DEFINE_string("under", None, "Write the result under this key of the output's JSON, "
                              "keeping the rest (docs/input_pipeline.json's `gpu_host`: the "
                              "rows of a GPU machine's host beside this machine's).")
 
