@@ -8,9 +8,12 @@ import subprocess
 import sys
 import tempfile
 
+import jax
+import jax.numpy as jnp
 from absl.testing import absltest
 from tensorboard.backend.event_processing import event_accumulator
 
+import train
 from tests.main_test import said_in_order
 
 
@@ -84,6 +87,28 @@ class TrainTest(absltest.TestCase):
     top1 = events.Scalars("eval_top1")
     self.assertEqual(top1[-1].step, TOTAL_STEPS)
     self.assertAlmostEqual(top1[-1].value, self.rows[-1]["eval_top1"], places=5)
+
+
+class CompileSecondsTest(absltest.TestCase):
+  """How the loop tells the compile's seconds from the first step's (train._first_step)."""
+
+  def test_the_compile_events_it_listens_to_are_those_this_jax_records(self):
+    heard = set()
+
+    def listen(event, start_s, end_s, **_):
+      heard.add(event)
+
+    jax.monitoring.register_event_time_span_listener(listen)
+    try:
+      jax.jit(lambda x: x * 3 + 1)(jnp.arange(7.0)).block_until_ready()  # a new program.
+    finally:
+      jax.monitoring.unregister_event_time_span_listener(listen)
+    self.assertContainsSubset(train._COMPILE_EVENTS, heard)
+
+  def test_a_span_inside_another_counts_once(self):
+    # A jit traced inside another's tracing: (2, 5) lies within (0, 10).
+    self.assertEqual(train._covered([(12.0, 13.0), (0.0, 10.0), (2.0, 5.0), (9.0, 11.0)]), 12.0)
+    self.assertEqual(train._covered([]), 0.0)
 
 
 # The README's "from your own notebook" snippet, at tiny sizes: no app.run, so absl alone would
