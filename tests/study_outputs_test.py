@@ -2,7 +2,6 @@
 clone: under runs/<study>/, resumed from there, never into docs/ or the README unless --publish;
 and the progress of each run it trains, streamed as main.py shows it."""
 
-import json
 import os
 import re
 import shutil
@@ -86,8 +85,8 @@ class FreshCloneTest(absltest.TestCase):
                   r"compiled in \d+\.\d s; the first step ran in \d+\.\d\d s\.",
                   r"step 44/44 \| loss [\d.]+ \| .* \| ETA \d+m\d\ds", "cell 1/1 done")
     self.assertEqual(git(self.clone, "status", "--porcelain"), "")  # docs/, README untouched.
-    with open(os.path.join(self.clone, "runs", "large_batch", "large_batch.json")) as f:
-      (row,) = json.load(f)
+    _, (row,) = benchmarks.load_results(
+        os.path.join(self.clone, "runs", "large_batch", "large_batch.json"))
     self.assertEqual((row["model"], row["global_batch"], row["rule"], row["seeds"]),
                      ("alexnet_owt_tiny", 32, "none", [0]))
     # Again: the seed is in runs/large_batch/ (docs/ has no such cell), so nothing trains.
@@ -99,8 +98,9 @@ class FreshCloneTest(absltest.TestCase):
     published = os.path.join(self.clone, "docs", "scaling_model.json")
     os.remove(published)
     result = self.study("benchmarks.choosing.scaling_model", "--publish")
-    with open(published) as f:
-      self.assertIn("yadan_table1", json.load(f))
+    record, results = benchmarks.load_results(published)
+    self.assertIn("yadan_table1", results)
+    self.assertEqual(record["command"], "python -m benchmarks.choosing.scaling_model --publish")
     self.assertIn("wrote docs/scaling_model.json; refreshed its tables in", result.stderr)
     self.assertFalse(os.path.exists(os.path.join(self.clone, "runs", "scaling_model")))
 
