@@ -88,10 +88,13 @@ def train_and_evaluate(spec: experiment.RunSpec, workdir: str) -> dict[str, floa
                    "data continue from position %s.", restored.step,
                    restored.meta.get("parallelism"), restored.meta.get("mesh"),
                    restored.meta.get("data_position"))
+    logging.info("compiling the step for the %d×%d mesh (%s) …", spec.plan.data, spec.plan.model,
+                 spec.plan.scheme)
+    compiles = opened.enter_context(contextlib.closing(_Compiles()))
     first_step = restored.step if restored else 0
     state = restored.state if restored else job.run.scheme.init()
     loop = _Loop(job, checkpointer, opened, workdir=workdir, first_step=first_step,
-                 last_checkpoint=restored.step if restored else None)
+                 last_checkpoint=restored.step if restored else None, compiles=compiles)
     # The input thread stops first, before anything it uses is torn down.
     batches = opened.enter_context(contextlib.closing(input_pipeline.train_iterator(
         job.dataset, job.run.batch_sharding, spec.global_batch_size, seed=spec.seed,
@@ -158,10 +161,10 @@ class _Loop:
 
   def __init__(self, job: _Job, checkpointer: checkpointing.Checkpointer,
                opened: contextlib.ExitStack, *, workdir: str, first_step: int,
-               last_checkpoint: int | None):
+               last_checkpoint: int | None, compiles: "_Compiles"):
     spec, total = job.spec, job.total_steps
     self.job, self.checkpointer, self.last_checkpoint = job, checkpointer, last_checkpoint
-    self.first_step = first_step
+    self.first_step, self.compiles = first_step, compiles
     self.writer = (opened.enter_context(contextlib.closing(
         metric_writers.MetricWriter(workdir, first_step=first_step)))
         if jax.process_index() == 0 else None)
@@ -223,30 +226,16 @@ class _Loop:
     return state
 
   def _first_step(self, state, images, labels):
-    """The first step, said aloud: its compile takes tens of seconds on a CPU (minutes for the big
-    configs), and nothing else is printed meanwhile. The compile's seconds are the time JAX
-    spent in its compile events (tracing, lowering, XLA's compile or its persistent cache), as
-    JAX reports them; the first step's, the rest of the call until its metrics are ready."""
-    plan = self.job.spec.plan
-    logging.info("compiling the step for the %d×%d mesh (%s) …", plan.data, plan.model,
-                 plan.scheme)
-    spans = []
-
-    def compiling(event: str, start_s: float, end_s: float, **_) -> None:
-      if event in _COMPILE_EVENTS:
-        spans.append((start_s, end_s))
-
-    jax.monitoring.register_event_time_span_listener(compiling)
-    try:
-      start = time.perf_counter()
-      state, metrics = self.job.run.scheme.train_step(state, images, labels)
-      jax.block_until_ready(metrics)
-      seconds = time.perf_counter() - start
-    finally:
-      jax.monitoring.unregister_event_time_span_listener(compiling)
-    compile_s = min(_covered(spans), seconds)
-    logging.info("compiled in %.1f s; the first step ran in %.2f s.", compile_s,
-                 seconds - compile_s)
+    """The first step, and how long JAX compiled since the run said it compiles (the parameters'
+    initialisation, the input's device transforms, the step) and how long the step itself ran:
+    until then a run on a CPU is silent for tens of seconds (minutes for the big configs)."""
+    start = time.time()  # the clock of JAX's event spans.
+    state, metrics = self.job.run.scheme.train_step(state, images, labels)
+    jax.block_until_ready(metrics)
+    ran = time.time() - start - self.compiles.seconds(since=start)
+    logging.info("compiled in %.1f s; the first step ran in %.2f s.", self.compiles.seconds(),
+                 max(ran, 0.0))
+    self.compiles.close()
     return state, metrics
 
   def _check(self, step: int, metrics) -> None:
@@ -282,6 +271,28 @@ class _Loop:
 _COMPILE_EVENTS = ("/jax/core/compile/jaxpr_trace_duration",
                    "/jax/core/compile/jaxpr_to_mlir_module_duration",
                    "/jax/core/compile/backend_compile_duration")
+
+
+class _Compiles:
+  """The spans of JAX's compile events (`_COMPILE_EVENTS`, as JAX reports them, from any thread)
+  from its creation until `close`."""
+
+  def __init__(self):
+    self._spans, self._open = [], True
+    jax.monitoring.register_event_time_span_listener(self._heard)
+
+  def _heard(self, event: str, start_s: float, end_s: float, **_) -> None:
+    if event in _COMPILE_EVENTS:
+      self._spans.append((start_s, end_s))
+
+  def seconds(self, *, since: float = float("-inf")) -> float:
+    """Seconds JAX compiled (the union of the spans) after `since` (time.time())."""
+    return _covered([(max(start, since), end) for start, end in self._spans if end > since])
+
+  def close(self) -> None:
+    if self._open:
+      jax.monitoring.unregister_event_time_span_listener(self._heard)
+      self._open = False
 
 
 def _covered(spans: list[tuple[float, float]]) -> float:

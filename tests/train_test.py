@@ -110,6 +110,15 @@ class CompileSecondsTest(absltest.TestCase):
     self.assertEqual(train._covered([(12.0, 13.0), (0.0, 10.0), (2.0, 5.0), (9.0, 11.0)]), 12.0)
     self.assertEqual(train._covered([]), 0.0)
 
+  def test_the_seconds_since_a_moment_count_only_what_follows_it(self):
+    compiles = train._Compiles()
+    compiles.close()  # what JAX reports from here on is not heard: the spans below are all.
+    compiles._heard("/jax/core/compile/backend_compile_duration", 0.0, 10.0)
+    compiles._heard("/jax/core/compile/jaxpr_trace_duration", 12.0, 14.0)
+    compiles._heard("/jax/some/other_duration", 0.0, 100.0)  # not a compile.
+    self.assertEqual(compiles.seconds(), 12.0)
+    self.assertEqual(compiles.seconds(since=9.0), 3.0)  # the first step's share: 1 + 2.
+
 
 # The README's "from your own notebook" snippet, at tiny sizes: no app.run, so absl alone would
 # show nothing below WARNING.
