@@ -2,8 +2,9 @@ r"""Trains a Krizhevsky convnet with the parallelism scheme a config names.
 
   python main.py --config=configs/hybrid4.py [--config.num_epochs=5] [--workdir=runs/x]
 
-On a machine without enough accelerators for the config's mesh, the mesh runs on simulated CPU
-devices (exactly as many as it needs, unless --cpu_devices says otherwise).
+On a machine without an accelerator the mesh runs on simulated CPU devices (exactly as many as it
+needs, unless --cpu_devices says otherwise). Where the accelerators are too few for the mesh the
+run is refused, unless --cpu_devices=N asks for simulated CPU devices to stand in for them.
 
 Many processes (jax.distributed; one per host, or several on one host):
 
@@ -26,7 +27,8 @@ _CONFIG = config_flags.DEFINE_config_file("config", None, "Experiment config fil
 _WORKDIR = flags.DEFINE_string("workdir", None,
                                "Where metrics and TensorBoard events go; default runs/<config>.")
 _CPU_DEVICES = flags.DEFINE_integer(
-    "cpu_devices", None, "How many CPU devices to simulate; default: as many as the mesh needs.")
+    "cpu_devices", None, "Simulate this many CPU devices and let them stand in for accelerators "
+    "too few for the mesh; default: as many as the mesh needs, where no accelerator is present.")
 _COORDINATOR = flags.DEFINE_string(
     "coordinator_address", None, "HOST:PORT of process 0, for jax.distributed (many processes).")
 _NUM_PROCESSES = flags.DEFINE_integer("num_processes", None, "Processes in the job.")
@@ -118,6 +120,21 @@ def _workdir(config_flag) -> str:
   return os.path.join("runs", name)
 
 
+def _devices_planned(spec) -> str:
+  """Where the run's mesh will run, said without starting a backend (a dry run touches no
+  device): the machine is probed as JAX probes it before opening an accelerator."""
+  from hybrid_parallel import accelerators
+  mesh = spec.plan.data * spec.plan.model
+  simulated = _CPU_DEVICES.value or max(1, mesh // spec.processes)
+  if os.environ.get("JAX_PLATFORMS") == "cpu" or accelerators.only_the_cpu_can_run():
+    return f"{simulated} simulated CPU device(s) per process: JAX runs on the CPU here."
+  if _CPU_DEVICES.value:
+    return (f"this machine's accelerators, or {simulated} simulated CPU devices standing in "
+            f"where they are fewer than {mesh} (--cpu_devices).")
+  return (f"this machine's accelerators; refused when the run starts if they are fewer than "
+          f"{mesh} (--cpu_devices=N asks for CPU stand-ins).")
+
+
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
@@ -139,7 +156,8 @@ def main(argv):
   except UserError as e:
     _fail(str(e))
   if _DRY_RUN.value:
-    print(json.dumps({"workdir": workdir, **spec.describe()}, indent=1))
+    print(json.dumps({"workdir": workdir, **spec.describe(), "devices": _devices_planned(spec)},
+                     indent=1))
     return
   import jax
   job = _initialize_distributed(jax) if _COORDINATOR.value or _DISTRIBUTED.value else None
@@ -147,8 +165,9 @@ def main(argv):
     spec = _resolved_for(job, spec)
   mesh = spec.plan.data * spec.plan.model
   from hybrid_parallel import platforms
-  # Each process simulates its share of the mesh where the CPU runs it.
-  platforms.start(cpu_devices=_CPU_DEVICES.value or max(1, mesh // spec.processes))
+  # Each process simulates its share of the mesh where the CPU runs it; stand-ins for
+  # accelerators only where --cpu_devices asks for them.
+  platforms.start(cpu_devices=_CPU_DEVICES.value, simulate_on_cpu=max(1, mesh // spec.processes))
   if (_COORDINATOR.value or _DISTRIBUTED.value) and not job:  # JAX alone knew the job.
     spec = _resolved_for((jax.process_index(), jax.process_count()), spec)
   import train  # Imported after the device count is set: nothing may query devices earlier.

@@ -8,6 +8,7 @@ and trains it, for tests, benchmarks and notebooks that hold a ConfigDict.
 
 import contextlib
 import dataclasses
+import logging as std_logging
 import os
 import time
 
@@ -20,7 +21,7 @@ from absl import logging
 import experiment
 import input_pipeline
 from hybrid_parallel import mesh as mesh_lib
-from hybrid_parallel import checkpointing, faults, metric_writers, models, profiling
+from hybrid_parallel import checkpointing, faults, metric_writers, models, platforms, profiling
 from hybrid_parallel.errors import UserError
 
 
@@ -37,8 +38,28 @@ def evaluate(eval_step, variables, dataset, *, sharding, batch: int) -> dict[str
 
 
 def train_config(config: ml_collections.ConfigDict, workdir: str) -> dict[str, float]:
-  """`train_and_evaluate` of `config`, resolved for this job's processes."""
-  return train_and_evaluate(experiment.resolve(config, processes=jax.process_count()), workdir)
+  """`train_and_evaluate` of `config`, resolved for this job's processes; its progress lines
+  (the compile, each log step with its ETA, each evaluation) shown as main.py shows them."""
+  with _progress_shown():
+    return train_and_evaluate(experiment.resolve(config, processes=jax.process_count()),
+                              workdir)
+
+
+@contextlib.contextmanager
+def _progress_shown():
+  """absl's INFO lines for the run's length where nothing shows them: outside `app.run` (a
+  notebook, a script of the user's) absl logs at WARNING, and the loop would train for minutes
+  in silence. Under app.run (main.py, the studies) or after the user's own
+  `logging.set_verbosity(logging.INFO)` they show already, and nothing changes (no line twice)."""
+  if logging.get_absl_logger().isEnabledFor(std_logging.INFO):
+    yield
+    return
+  verbosity = logging.get_verbosity()
+  logging.set_verbosity(logging.INFO)
+  try:
+    yield
+  finally:
+    logging.set_verbosity(verbosity)
 
 
 def train_and_evaluate(spec: experiment.RunSpec, workdir: str) -> dict[str, float]:
@@ -67,10 +88,13 @@ def train_and_evaluate(spec: experiment.RunSpec, workdir: str) -> dict[str, floa
                    "data continue from position %s.", restored.step,
                    restored.meta.get("parallelism"), restored.meta.get("mesh"),
                    restored.meta.get("data_position"))
+    logging.info("compiling the step for the %d×%d mesh (%s) …", spec.plan.data, spec.plan.model,
+                 spec.plan.scheme)
+    compiles = opened.enter_context(contextlib.closing(_Compiles()))
     first_step = restored.step if restored else 0
     state = restored.state if restored else job.run.scheme.init()
     loop = _Loop(job, checkpointer, opened, workdir=workdir, first_step=first_step,
-                 last_checkpoint=restored.step if restored else None)
+                 last_checkpoint=restored.step if restored else None, compiles=compiles)
     # The input thread stops first, before anything it uses is torn down.
     batches = opened.enter_context(contextlib.closing(input_pipeline.train_iterator(
         job.dataset, job.run.batch_sharding, spec.global_batch_size, seed=spec.seed,
@@ -98,7 +122,8 @@ class _Job:
   @classmethod
   def start(cls, spec: experiment.RunSpec) -> "_Job":
     plan = spec.plan
-    devices, note = mesh_lib.pick_devices(plan.data * plan.model)
+    devices, note = mesh_lib.pick_devices(plan.data, plan.model,
+                                          cpu_stand_ins=platforms.cpu_stand_ins_asked())
     if note:
       logging.warning(note)
     dataset = experiment.load_dataset(spec)
@@ -136,9 +161,10 @@ class _Loop:
 
   def __init__(self, job: _Job, checkpointer: checkpointing.Checkpointer,
                opened: contextlib.ExitStack, *, workdir: str, first_step: int,
-               last_checkpoint: int | None):
+               last_checkpoint: int | None, compiles: "_Compiles"):
     spec, total = job.spec, job.total_steps
     self.job, self.checkpointer, self.last_checkpoint = job, checkpointer, last_checkpoint
+    self.first_step, self.compiles = first_step, compiles
     self.writer = (opened.enter_context(contextlib.closing(
         metric_writers.MetricWriter(workdir, first_step=first_step)))
         if jax.process_index() == 0 else None)
@@ -160,7 +186,10 @@ class _Loop:
     """Runs step `step` and what is due after it; returns the new state."""
     loop, total = self.job.spec.loop, self.job.total_steps
     self.profiler.before(step)
-    state, metrics = self.job.run.scheme.train_step(state, images, labels)
+    if step == self.first_step:
+      state, metrics = self._first_step(state, images, labels)
+    else:
+      state, metrics = self.job.run.scheme.train_step(state, images, labels)
     self.profiler.after(step, metrics)
     done = step + 1
     if self.probe:
@@ -196,6 +225,19 @@ class _Loop:
       self.window_start = time.perf_counter()  # evaluation time is not training throughput.
     return state
 
+  def _first_step(self, state, images, labels):
+    """The first step, and how long JAX compiled since the run said it compiles (the parameters'
+    initialisation, the input's device transforms, the step) and how long the step itself ran:
+    until then a run on a CPU is silent for tens of seconds (minutes for the big configs)."""
+    start = time.time()  # the clock of JAX's event spans.
+    state, metrics = self.job.run.scheme.train_step(state, images, labels)
+    jax.block_until_ready(metrics)
+    ran = time.time() - start - self.compiles.seconds(since=start)
+    logging.info("compiled in %.1f s; the first step ran in %.2f s.", self.compiles.seconds(),
+                 max(ran, 0.0))
+    self.compiles.close()
+    return state, metrics
+
   def _check(self, step: int, metrics) -> None:
     """Stops at a non-finite step (unless skipping them); warns about a skipped one."""
     if self.job.spec.step.skip_nonfinite_steps:
@@ -222,6 +264,45 @@ class _Loop:
       self.progress.log(steps[-1], row)
       self.chance.observe(steps[-1], row["train_loss"], row["learning_rate"])
     self.window, self.window_start, self.probes = [], time.perf_counter(), []
+
+
+# The events JAX records, with their time span, while it makes a program: tracing, lowering and
+# XLA's compile (or the program's retrieval from the persistent compilation cache).
+_COMPILE_EVENTS = ("/jax/core/compile/jaxpr_trace_duration",
+                   "/jax/core/compile/jaxpr_to_mlir_module_duration",
+                   "/jax/core/compile/backend_compile_duration")
+
+
+class _Compiles:
+  """The spans of JAX's compile events (`_COMPILE_EVENTS`, as JAX reports them, from any thread)
+  from its creation until `close`."""
+
+  def __init__(self):
+    self._spans, self._open = [], True
+    jax.monitoring.register_event_time_span_listener(self._heard)
+
+  def _heard(self, event: str, start_s: float, end_s: float, **_) -> None:
+    if event in _COMPILE_EVENTS:
+      self._spans.append((start_s, end_s))
+
+  def seconds(self, *, since: float = float("-inf")) -> float:
+    """Seconds JAX compiled (the union of the spans) after `since` (time.time())."""
+    return _covered([(max(start, since), end) for start, end in self._spans if end > since])
+
+  def close(self) -> None:
+    if self._open:
+      jax.monitoring.unregister_event_time_span_listener(self._heard)
+      self._open = False
+
+
+def _covered(spans: list[tuple[float, float]]) -> float:
+  """Seconds covered by the union of (start, end) spans: a program traced inside another's
+  tracing records a span within the outer one, which must count once."""
+  total, reached = 0.0, float("-inf")
+  for start, end in sorted(spans):
+    total += max(0.0, end - max(start, reached))
+    reached = max(reached, end)
+  return total
 
 
 def _describe(eval_metrics: dict[str, float]) -> str:

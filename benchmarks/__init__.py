@@ -1,11 +1,13 @@
 """Benchmarks and studies, grouped by the question each answers (benchmarks/README.md maps each
 question to its command, its JSON and its doc page). Each runs from the repository root as
 `python -m benchmarks.GROUP.NAME` (`--help` lists its flags), prints JSON and writes its results
-into docs/, where `python -m benchmarks.docs` renders the tables each study declares (`TABLES`).
+under runs/NAME/ (or --out=DIR), resuming from what is there; only with --publish into docs/, the
+project's published results, where `python -m benchmarks.docs` renders the tables each study
+declares (`TABLES`).
 
-What every study shares is here, in the package: where the docs are, how a result is published
-with its record (date, machine, software, command) and read back, and how a table is declared (one
-row per item of the JSON, as its columns)."""
+What every study shares is here, in the package: where its results go (`define_output_flags`),
+how a result is published with its record (date, machine, software, command) and read back, and
+how a table is declared (one row per item of the JSON, as its columns)."""
 
 import datetime
 import importlib.metadata
@@ -115,7 +117,7 @@ def publish(data, path: str, *, software=(), command: str | None = None,
             machine: str | None = None) -> None:
   """Writes a study's JSON to `path` with its record (`with_record`: `software` names the
   packages it used beyond SOFTWARE, `command` and `machine` stand in for this process's); when
-  that is docs/, refreshes the tables made from it."""
+  that is docs/ (a study's --publish: `Output.path`), refreshes the tables made from it."""
   data = with_record(data, software=software, command=command, machine=machine)
   os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
   with open(path, "w") as f:
@@ -202,6 +204,69 @@ TRACED = ("device busy while traced (longest gaps ms)",
 
 
 # --- Flags -------------------------------------------------------------------------------------
+
+class Output:
+  """Where a study's results go (`define_output_flags`): `folder`, and `path(NAME)` in it."""
+
+  def __init__(self, study: str, out, publish_flag):
+    self._study, self._out, self._publish = study, out, publish_flag
+
+  @property
+  def publishing(self) -> bool:
+    """Whether the results go into docs/ (--publish)."""
+    return self._publish.value
+
+  @property
+  def chosen(self) -> bool:
+    """Whether --out or --publish names the folder (rather than the default)."""
+    return self._publish.value or bool(self._out.value)
+
+  @property
+  def folder(self) -> str:
+    """docs/ with --publish; else --out, or runs/STUDY/ in the repository."""
+    if self._publish.value:
+      return DOCS
+    return self._out.value or os.path.join(ROOT, "runs", self._study)
+
+  def path(self, name: str) -> str:
+    """The file `name` in `folder`: a result written there, or read back to resume from."""
+    return os.path.join(self.folder, name)
+
+
+def define_output_flags(study: str, *, flag_values=flags.FLAGS) -> Output:
+  """The flags --out and --publish of `study`, which say where its results go: a user's run
+  writes under runs/STUDY/ (or --out=DIR) and resumes from what is there, never touching docs/
+  or the README; --publish writes docs/ (and resumes from the results published there), and
+  refreshes the pages' tables made from them. Both at once, or an --out inside docs/ without
+  --publish, is refused while the flags are parsed."""
+  out = flags.DEFINE_string(
+      "out", None, f"Folder for the results (default runs/{study}/ in the repository); a "
+      f"stopped run resumes from what it holds.", flag_values=flag_values)
+  publish_flag = flags.DEFINE_bool(
+      "publish", False, "Write the results into docs/, the project's published results, "
+      "resuming from those there, and refresh the pages' tables made from them (instead of "
+      "--out).", flag_values=flag_values)
+
+  def one_destination(values) -> bool:
+    if values["publish"] and values["out"]:
+      raise flags.ValidationError(
+          f"--out={values['out']} and --publish both say where the results go: --publish "
+          f"writes docs/; give one of them.")
+    if values["out"] and not values["publish"] and _inside(values["out"], DOCS):
+      raise flags.ValidationError(
+          f"--out={values['out']} is inside docs/, the project's published results: pass "
+          f"--publish (and no --out) to write there, or choose another folder.")
+    return True
+
+  flags.register_multi_flags_validator(["out", "publish"], one_destination,
+                                       flag_values=flag_values)
+  return Output(study, out, publish_flag)
+
+
+def _inside(path: str, folder: str) -> bool:
+  path, folder = os.path.realpath(path), os.path.realpath(folder)
+  return path == folder or path.startswith(folder + os.sep)
+
 
 def define_choices(name: str, choices, help_text: str, *, default=None,
                    flag_values=flags.FLAGS):

@@ -6,6 +6,7 @@ import gzip
 import importlib.util
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -35,6 +36,19 @@ def nvidia_smi_listing(folder: str, listing: str) -> str:
     f.write(f"#!/bin/sh\ncat <<'EOF'\n{listing}\nEOF\n")
   os.chmod(path, 0o755)
   return folder + os.pathsep + os.environ.get("PATH", "")
+
+
+def said_in_order(test: absltest.TestCase, output: str, *patterns: str) -> list[str]:
+  """The lines of `output` that match `patterns` (regular expressions), after asserting that each
+  matches exactly one line and that they come in this order."""
+  lines = output.splitlines()
+  found = []
+  for pattern in patterns:
+    at = [i for i, line in enumerate(lines) if re.search(pattern, line)]
+    test.assertLen(at, 1, f"{pattern!r} in:\n{output[-3000:]}")
+    found.append(at[0])
+  test.assertEqual(found, sorted(found), output[-3000:])
+  return [lines[i] for i in found]
 
 
 class BadInputTest(parameterized.TestCase):
@@ -95,8 +109,16 @@ class RunTest(absltest.TestCase):
                               "(python -m input_pipeline.prepare) and train on prepared:DIR."])
     self.assertFalse(os.path.exists(f"{tmp}/run/metrics.jsonl"))
 
-  # With an accelerator, JAX_PLATFORMS unset puts main.py's default backend on it (a lent GPU:
-  # its one GPU cannot hold the 2×2 mesh, the CPU stands in, and the note says so instead).
+  @unittest.skipUnless(accelerators.only_the_cpu_can_run(), "needs a machine without an "
+                       "accelerator: the dry run says where the mesh would run")
+  def test_the_dry_run_says_where_the_mesh_runs(self):
+    result = run_main("--config=configs/owt8.py", "--dry_run", env={"JAX_PLATFORMS": ""})
+    self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+    self.assertEqual(json.loads(result.stdout)["devices"],
+                     "8 simulated CPU device(s) per process: JAX runs on the CPU here.")
+
+  # With an accelerator, JAX_PLATFORMS unset puts main.py's default backend on it (one GPU
+  # cannot hold the 2×2 mesh: main.py refuses it without --cpu_devices, mesh_test's).
   @unittest.skipUnless(accelerators.only_the_cpu_can_run(),
                        "needs a machine without an accelerator: this is the run such a machine "
                        "simulates its devices for")
@@ -119,6 +141,13 @@ class RunTest(absltest.TestCase):
                       "backend and JAX runs on the CPU; for the GPU: pip install -r "
                       "requirements-cuda12.txt", result.stderr)
       self.assertIn("wrote a profile of steps 2–3", result.stderr)
+      # It says that it compiles, then the compile's seconds and the first step's, before the
+      # first log step's line.
+      said = said_in_order(self, result.stderr,
+                           re.escape("compiling the step for the 2×2 mesh (hybrid) …"),
+                           r"compiled in \d+\.\d s; the first step ran in \d+\.\d\d s\.",
+                           r"step 2/4 \| loss [\d.]+ \| .* \| ETA \d+m\d\ds")
+      self.assertLen(said, 3)
       # With no TPU attached JAX was kept from opening libtpu (installed with the test
       # requirements), whose complaints would start with this.
       self.assertNotIn("could not determine TPU", result.stderr)

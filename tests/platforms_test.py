@@ -36,6 +36,16 @@ START_AND_REPORT = ("from hybrid_parallel import platforms\n"
                     "print(jax.config.jax_platforms, jax.config.jax_num_cpu_devices)\n")
 
 
+def started_with(arguments: str) -> list[str]:
+  """What `platforms.start(ARGUMENTS)` leaves: the CPU device count and whether CPU stand-ins
+  were asked for."""
+  return run(["-c", f"from hybrid_parallel import platforms\n"
+                    f"platforms.start({arguments})\n"
+                    f"import jax\n"
+                    f"print(jax.config.jax_num_cpu_devices, platforms.cpu_stand_ins_asked())\n"],
+             env={"JAX_PLATFORMS": "cpu"}).stdout.split()
+
+
 class PlatformsTest(absltest.TestCase):
 
   @WITHOUT_ACCELERATOR_WITH_LIBTPU
@@ -52,6 +62,13 @@ class PlatformsTest(absltest.TestCase):
     result = run(["-c", START_AND_REPORT], env={})
     self.assertEqual(result.returncode, 0, result.stderr[-3000:])
     self.assertEqual(result.stdout.split(), ["cpu", "3"])
+
+  def test_cpu_devices_ask_for_stand_ins_and_simulate_on_cpu_does_not(self):
+    # main.py simulates the mesh's devices where the CPU runs it (simulate_on_cpu); only
+    # --cpu_devices (cpu_devices) lets them stand in for accelerators too few for the mesh.
+    self.assertEqual(started_with("cpu_devices=3"), ["3", "True"])
+    self.assertEqual(started_with("simulate_on_cpu=4"), ["4", "False"])
+    self.assertEqual(started_with("cpu_devices=3, simulate_on_cpu=4"), ["3", "True"])
 
   def test_the_users_platforms_are_obeyed_and_need_no_advice(self):
     with tempfile.TemporaryDirectory() as bin_dir:

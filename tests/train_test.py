@@ -3,12 +3,18 @@ events written."""
 
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
 
+import jax
+import jax.numpy as jnp
 from absl.testing import absltest
 from tensorboard.backend.event_processing import event_accumulator
+
+import train
+from tests.main_test import said_in_order
 
 
 # alexnet_tiny learns digits in 8 epochs at this learning rate (about 10 s on 2 cores). Over 176
@@ -68,6 +74,11 @@ class TrainTest(absltest.TestCase):
     self.assertAlmostEqual(train_rows[-1]["learning_rate"], 0.1 * 64 / 128 * 0.1)
     self.assertLess(train_rows[-1]["train_loss"], train_rows[0]["train_loss"])
 
+  def test_the_console_says_it_compiles_then_each_log_step_once(self):
+    said_in_order(self, self.stderr, re.escape("compiling the step for the 2×2 mesh (hybrid) …"),
+                  r"compiled in \d+\.\d s; the first step ran in \d+\.\d\d s\.",
+                  *[rf"\] step {step}/{TOTAL_STEPS} \| loss " for step in (50, 100, 150, 176)])
+
   def test_tensorboard_events(self):
     events = event_accumulator.EventAccumulator(self.workdir)
     events.Reload()
@@ -76,6 +87,66 @@ class TrainTest(absltest.TestCase):
     top1 = events.Scalars("eval_top1")
     self.assertEqual(top1[-1].step, TOTAL_STEPS)
     self.assertAlmostEqual(top1[-1].value, self.rows[-1]["eval_top1"], places=5)
+
+
+class CompileSecondsTest(absltest.TestCase):
+  """How the loop tells the compile's seconds from the first step's (train._first_step)."""
+
+  def test_the_compile_events_it_listens_to_are_those_this_jax_records(self):
+    heard = set()
+
+    def listen(event, start_s, end_s, **_):
+      heard.add(event)
+
+    jax.monitoring.register_event_time_span_listener(listen)
+    try:
+      jax.jit(lambda x: x * 3 + 1)(jnp.arange(7.0)).block_until_ready()  # a new program.
+    finally:
+      jax.monitoring.unregister_event_time_span_listener(listen)
+    self.assertContainsSubset(train._COMPILE_EVENTS, heard)
+
+  def test_a_span_inside_another_counts_once(self):
+    # A jit traced inside another's tracing: (2, 5) lies within (0, 10).
+    self.assertEqual(train._covered([(12.0, 13.0), (0.0, 10.0), (2.0, 5.0), (9.0, 11.0)]), 12.0)
+    self.assertEqual(train._covered([]), 0.0)
+
+  def test_the_seconds_since_a_moment_count_only_what_follows_it(self):
+    compiles = train._Compiles()
+    compiles.close()  # what JAX reports from here on is not heard: the spans below are all.
+    compiles._heard("/jax/core/compile/backend_compile_duration", 0.0, 10.0)
+    compiles._heard("/jax/core/compile/jaxpr_trace_duration", 12.0, 14.0)
+    compiles._heard("/jax/some/other_duration", 0.0, 100.0)  # not a compile.
+    self.assertEqual(compiles.seconds(), 12.0)
+    self.assertEqual(compiles.seconds(since=9.0), 3.0)  # the first step's share: 1 + 2.
+
+
+# The README's "from your own notebook" snippet, at tiny sizes: no app.run, so absl alone would
+# show nothing below WARNING.
+NOTEBOOK_SNIPPET = """
+import sys
+from hybrid_parallel import platforms
+platforms.start(cpu_devices=4)  # before any device query; CPU stand-ins if needed
+import train
+from configs import hybrid4
+config = hybrid4.get_config()
+config.update(model="alexnet_tiny", image_size=64, num_train_steps=4, log_every_steps=2)
+metrics = train.train_config(config, sys.argv[1])
+"""
+
+
+class FromYourOwnNotebookTest(absltest.TestCase):
+
+  def test_train_config_shows_the_loops_progress_each_line_once(self):
+    with tempfile.TemporaryDirectory() as workdir:
+      result = subprocess.run([sys.executable, "-c", NOTEBOOK_SNIPPET, workdir], cwd=ROOT,
+                              capture_output=True, text=True, timeout=600)
+    self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+    said_in_order(self, result.stdout + result.stderr,
+                  r"hybrid on a 2×2 mesh of cpu devices, global batch 256, 4 steps",
+                  re.escape("compiling the step for the 2×2 mesh (hybrid) …"),
+                  r"compiled in \d+\.\d s; the first step ran in \d+\.\d\d s\.",
+                  r"step 2/4 \| loss [\d.]+ \| .* \| ETA \d+m\d\ds",
+                  r"step 4/4 \| loss ", r"eval at step 4 \| loss ")
 
 
 if __name__ == "__main__":

@@ -1,9 +1,10 @@
 r"""The time model (analysis/costmodel.py) checked against every time the papers publish, and the
 scaling it predicts for data parallelism by all-reduce algorithm.
 
-  python -m benchmarks.choosing.scaling_model [--out=docs]
+  python -m benchmarks.choosing.scaling_model [--out=DIR | --publish]
 
-Writes scaling_model.json (docs/communication.md renders its tables) and scaling_model.png:
+Writes scaling_model.json and scaling_model.png under runs/scaling_model/ (or --out; with --publish
+into docs/, where docs/communication.md renders its tables):
   yadan_table1            Yadan et al. 2013, Table 1: five configurations of four TITANs, days for
                           100 epochs at batch 256 (analysis/hardware.py's "yadan2013" machine);
   krizhevsky2014_table1   Krizhevsky 2014, Table 1: owt on 1, 2, 4 and 8 K20s at 128 images per
@@ -25,7 +26,6 @@ constants come from datasheets, the papers' text and other papers' measurements 
 """
 
 import dataclasses
-import os
 
 from absl import app, flags
 
@@ -34,7 +34,7 @@ from benchmarks.choosing import tables
 from hybrid_parallel import models, partitioning, platforms
 from hybrid_parallel.analysis import costmodel, hardware
 
-_OUT = flags.DEFINE_string("out", benchmarks.DOCS, "Output directory.")
+_OUTPUT = benchmarks.define_output_flags("scaling_model")
 
 IMAGENET_TRAIN = 1_281_167
 PAPER = dict(image_size=224, num_classes=1000)  # the papers' ImageNet AlexNet.
@@ -224,7 +224,7 @@ def main(argv):
             "conv_kernels": conv_kernels(),
             "constants": constants(titans, k20s), "speedup_vs_devices": speedup_vs_devices(titans)}
   print(tables.scaling_model_yadan(result) + "\n\n" + tables.scaling_model_krizhevsky(result))
-  benchmarks.publish(result, os.path.join(_OUT.value, "scaling_model.json"))
+  benchmarks.publish(result, _OUTPUT.path("scaling_model.json"))
 
   fig, ax = plt.subplots(figsize=(6, 4.2))
   ax.plot(DEVICES, DEVICES, color="0.7", linestyle=":", label="linear")
@@ -240,7 +240,7 @@ def main(argv):
   ax.legend()
   ax.grid(True, which="both", alpha=0.3)
   fig.tight_layout()
-  fig.savefig(os.path.join(_OUT.value, "scaling_model.png"), dpi=110)
+  fig.savefig(_OUTPUT.path("scaling_model.png"), dpi=110)
 
 
 if __name__ == "__main__":

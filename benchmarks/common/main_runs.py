@@ -1,16 +1,21 @@
 """Training runs of main.py from scratch, as a user starts them, for the benchmarks that train.
 
 run_config(NAME, WORKDIRS) runs `python main.py --config=configs/NAME.py` (plus `--config.`
-overrides) in its own process and returns its wall-clock and final metrics (and, asked, when the
+overrides) in its own process, passing its progress lines on as they come, and returns its
+wall-clock and final metrics (and, asked, when the
 device worked and waited in a few traced steps); metrics_rows reads a run's metrics.jsonl back.
 """
 
+import collections
 import json
 import os
+import re
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
+import threading
 import time
 
 import benchmarks
@@ -38,13 +43,13 @@ def run_config(name: str, workdirs: str, *, overrides: tuple[str, ...] = (),
     overrides = (*overrides, f"--config.profile_steps={profile_steps}")
   shutil.rmtree(workdir, ignore_errors=True)  # a workdir with checkpoints would resume.
   start = time.perf_counter()
-  result = subprocess.run([sys.executable, os.path.join(ROOT, "main.py"),
-                           f"--config={os.path.join(ROOT, 'configs', name + '.py')}",
-                           *overrides, f"--workdir={workdir}"],
-                          capture_output=True, text=True, cwd=ROOT, timeout=timeout_s)
+  returncode, tail = _streamed([sys.executable, os.path.join(ROOT, "main.py"),
+                                f"--config={os.path.join(ROOT, 'configs', name + '.py')}",
+                                *overrides, f"--workdir={workdir}"],
+                               label=run_name or name, timeout_s=timeout_s)
   seconds = time.perf_counter() - start
-  if result.returncode != 0:
-    raise RunFailed(f"error: {run_name or name} failed:\n{result.stderr[-3000:]}")
+  if returncode != 0:
+    raise RunFailed(f"error: {run_name or name} failed:\n{tail[-3000:]}")
   rows = metrics_rows(workdir)
   last_eval = [r for r in rows if "eval_top1" in r][-1]
   train_rows = [r for r in rows if "train_loss" in r]
@@ -67,6 +72,39 @@ def run_config(name: str, workdirs: str, *, overrides: tuple[str, ...] = (),
           "final_train_loss": round(train_rows[-1]["train_loss"], 4),
           "train_images_per_sec_median": round(statistics.median(rates), 1) if rates else None,
           **traced}
+
+
+# absl's prefix of a log line ("I1127 16:22:15.438671 140252 train.py:215] "): the study's own
+# line names the run instead.
+_ABSL_PREFIX = re.compile(r"^[IWEF]\d{4} [\d:.]+\s+\d+ [^\]]+\] ")
+
+
+def _streamed(command: list[str], *, label: str, timeout_s: float | None) -> tuple[int, str]:
+  """Runs `command` (a main.py run), passing each line it logs on to this process's stderr as
+  it comes (the compile, each log step with its ETA, each evaluation), after `label`: a run
+  takes minutes, and a study that trains many would otherwise say nothing until each ends.
+  Returns its exit status and its last lines (the error, where it failed)."""
+  process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True, bufsize=1)
+  # The deadline kills the run from another thread: reading its lines blocks.
+  deadline = threading.Timer(timeout_s, process.kill) if timeout_s else None
+  if deadline:
+    deadline.start()
+  tail = collections.deque(maxlen=40)
+  try:
+    for line in process.stdout:
+      tail.append(line)
+      print(f"{label} | {_ABSL_PREFIX.sub('', line)}", end="", file=sys.stderr, flush=True)
+    returncode = process.wait()
+  finally:
+    if deadline:
+      deadline.cancel()
+    if process.poll() is None:  # this study was stopped: its run ends with it.
+      process.kill()
+      process.wait()
+  if timeout_s and returncode == -signal.SIGKILL:
+    tail.append(f"stopped after its time limit of {timeout_s:.0f} s.\n")
+  return returncode, "".join(tail)
 
 
 def untraced_rates(train_rows: list[dict], *, profile_steps: int) -> list[float]:

@@ -1,7 +1,7 @@
 r"""Bytes and messages of every collective in one training step, read from the compiled HLO.
 
   python -m benchmarks.communication.comm_volume --config=configs/hybrid4.py [--paper_sizes]
-  python -m benchmarks.communication.comm_volume --all --paper_sizes     # docs/comm_volume.json
+  python -m benchmarks.communication.comm_volume --all --paper_sizes --publish  # docs/comm_volume.json
 
 --all: every Table-1 config and owt8 with XLA's psum, owt8 with Krizhevsky's FC passes (b) and
 (c) (`owt_variant`), data4 with each of the papers' all-reduce algorithms (`grad_reduce`), and
@@ -17,7 +17,6 @@ prints one JSON object per config next to the analytic minimum of
 """
 
 import json
-import os
 
 from absl import app, flags
 
@@ -35,7 +34,7 @@ _CONFIG, _ALL = config_or_all.define_flags(
     "comm_volume.json.")
 _PAPER = flags.DEFINE_bool("paper_sizes", False, "224² inputs and 1000 classes.")
 _CLASSES = flags.DEFINE_integer("num_classes", 10, "Classifier width (without --paper_sizes).")
-_OUT = flags.DEFINE_string("out", benchmarks.DOCS, "Where --all writes comm_volume.json.")
+_OUTPUT = benchmarks.define_output_flags("comm_volume")  # where --all writes comm_volume.json.
 
 
 def measure(config, *, paper_sizes: bool, num_classes: int) -> dict:
@@ -103,7 +102,7 @@ def main(argv):
     print(json.dumps(result), flush=True)
     rows.append(result)
   print(tables.comm_volume(rows) + "\n\n" + tables.comm_volume_algorithms(rows))
-  benchmarks.publish(rows, os.path.join(_OUT.value, "comm_volume.json"))
+  benchmarks.publish(rows, _OUTPUT.path("comm_volume.json"))
 
 
 if __name__ == "__main__":

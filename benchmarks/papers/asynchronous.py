@@ -3,7 +3,8 @@ model averaging — what each found, tested with runs whose settings separate wh
 depend on (momentum from step size, staleness from the server's rule), on enough seeds to put a
 confidence interval on every comparison.
 
-  python -m benchmarks.papers.asynchronous [--parts=reference,...] [--seeds=0,1,2,3,4] [--out=docs]
+  python -m benchmarks.papers.asynchronous [--parts=reference,...] [--seeds=0,1,2,3,4]
+                                           [--out=DIR | --publish]
 
 Every run trains `alexnet_tiny` on digits at 64² in this process (train.train_config), 16 images
 per client (replica) per step, dropout 0.25 (the 64-unit FC layers of the tiny net lose too much
@@ -55,8 +56,9 @@ the papers' ImageNet AlexNet (128 images per client) on each paper's hardware �
 nodes of Blue Waters (`blue_waters`, where Paine's comparisons are priced) and Krizhevsky 2014's
 8 K20s (`k20s`, where Su's are) — and on one 8-GPU H100 node (analysis/costmodel.py). Writes
 asynchronous.json ({"runs", "machines", "chosen", "findings", "momentum_effect", "collapsed",
-"overlap"}) and asynchronous.png to --out after every part; a run whose setting and seed are
-already there is kept, not trained again, and re-priced (a stopped study resumes; more seeds add
+"overlap"}) and asynchronous.png under runs/asynchronous/ (or --out; with --publish into docs/)
+after every part, each run's progress lines (compile, step, loss, ETA) streaming as it trains; a
+run whose setting and seed are already there is kept, not trained again, and re-priced (a stopped study resumes; more seeds add
 to those there). Findings (asynchronous_findings.py) follow rules written before the runs.
 About 3.5 hours on a 2-core CPU for five seeds.
 """
@@ -69,7 +71,7 @@ import sys
 import tempfile
 
 import jax
-from absl import app, flags, logging
+from absl import app, flags
 
 import benchmarks
 import train
@@ -85,7 +87,7 @@ PARTS = ("reference", "synchronous", "momentum", "paine1", "paine2", "paine3", "
          "overlap")
 _PARTS = benchmarks.define_choices("parts", PARTS, "Which parts (module docstring), in order.")
 _SEEDS = benchmarks.define_seeds_flag(default=range(5))
-_OUT = flags.DEFINE_string("out", benchmarks.DOCS, "Output directory.")
+_OUTPUT = benchmarks.define_output_flags("asynchronous")
 
 TRAIN_IMAGES = 1437  # digits' training split.
 PER_CLIENT = 16
@@ -333,6 +335,8 @@ def run_settings(settings: list[Setting], *, seeds, all_machines: dict, done: li
       if seed in earlier:  # priced anew when the study started (main).
         rows.append(earlier[seed])
         continue
+      print(f"{setting.part} {setting.label}, seed {seed}: training …", file=sys.stderr,
+            flush=True)  # its progress lines follow (train.train_config).
       row = {**fields, "seed": seed, "effective_step": setting.effective_step,
              **train_run(config(setting, seed)), "predicted_step_s": prediction}
       rows.append(row)
@@ -504,8 +508,7 @@ def main(argv):
   if "overlap" in _PARTS.value:  # its compile-only GPUs, before JAX starts a backend.
     gpu_topologies.without_sharded_autotuning()
   platforms.start(cpu_devices=32)
-  logging.set_verbosity(logging.WARNING)
-  path = os.path.join(_OUT.value, "asynchronous.json")
+  path = _OUTPUT.path("asynchronous.json")
   result = benchmarks.load_if_present(path, default={}) or {"runs": []}
   problem = missing_choice(_PARTS.value, result["runs"])
   if problem:  # before any work: nothing trained, nothing written.
@@ -544,7 +547,7 @@ def main(argv):
     # The settings no longer made are gone now, not only those not reached.
     result["runs"] = sorted(others + made, key=lambda r: PARTS.index(r["part"]))
     publish(result, all_machines, path)
-  plot(result, os.path.join(_OUT.value, "asynchronous.png"))
+  plot(result, _OUTPUT.path("asynchronous.png"))
   print(tables.asynchronous_findings(result))
 
 

@@ -30,14 +30,15 @@ length for linear + warmup and for LARS — what a researcher would tune (LARS_G
 
 Each setting (model, batch, rule and its settings) is one row of large_batch.json, with one
 entry per seed in its per-seed lists (`seeds`, `eval_top1`, …) and their mean and spread.
-Resumable: every finished seed is written to --out's large_batch.json at once, and a seed already
-there for the same setting is not run again. SIGTERM or Ctrl-C stops it
+Each cell's progress lines (compile, step, loss, ETA) stream as it trains. Writes under
+runs/large_batch/ (or --out; with --publish into docs/, which docs/large_batch.md's tables are made
+from). Resumable: every finished seed is written to the output folder's large_batch.json at once,
+and a seed already there for the same setting is not run again. SIGTERM or Ctrl-C stops it
 within a step and says so; only the cell in flight is lost. A cell that diverges to NaN is
 recorded as diverged at its step; one whose loss sits at chance after warmup is warned about by
 the training loop as it happens. Writes large_batch.json and .csv, and the PNGs
 large_batch_accuracy.png (test top-1 vs batch, per rule, per model) and large_batch_loss.png
-(training loss vs epoch at 8× the reference batch); docs/large_batch.md's tables are made from
-the JSON.
+(training loss vs epoch at 8× the reference batch).
 """
 
 import csv
@@ -48,7 +49,7 @@ import sys
 import tempfile
 import time
 
-from absl import app, flags, logging
+from absl import app, flags
 
 import benchmarks
 import experiment
@@ -58,7 +59,7 @@ from configs import default
 from hybrid_parallel import faults, optim, platforms
 from hybrid_parallel.errors import UserError
 
-_OUT = flags.DEFINE_string("out", benchmarks.DOCS, "Output directory.")
+_OUTPUT = benchmarks.define_output_flags("large_batch")
 _MODELS = flags.DEFINE_list("models", ["alexnet", "alexnet_owt", "alexnet_bn"], "Models.")
 _BATCHES = flags.DEFINE_list("batches", ["32", "64", "128", "256", "512", "1024"],
                              "Global batch sizes.")
@@ -242,9 +243,7 @@ def _panels(plt, count: int):
 def main(argv):
   del argv
   platforms.start()  # before anything queries the devices.
-
-  logging.set_verbosity(logging.WARNING)  # the loop's warnings (divergence) still show.
-  path = os.path.join(_OUT.value, "large_batch.json")
+  path = _OUTPUT.path("large_batch.json")
   results = [r for r in benchmarks.load_if_present(path) if "model" in r]
   settings_of = {cell_key(r): r for r in results}
   seeds = [int(s) for s in _SEEDS.value][:1 if _QUICK.value else None]
@@ -266,7 +265,7 @@ def main(argv):
           f"whose partial run is not kept; {kept}.", file=sys.stderr)
     sys.exit(e.exit_code if stopped else 130)
   if not todo and results:
-    write_outputs(results, _OUT.value)  # nothing left to run: the outputs drawn anew.
+    write_outputs(results, _OUTPUT.folder)  # nothing left to run: the outputs drawn anew.
   print(tables.large_batch(results) + "\n\n" + tables.large_batch_grid(results))
 
 
@@ -304,12 +303,14 @@ def run_cells(todo, results, settings_of):
       benchmarks.add_seed(row, seed, {k: none[k][at] for k in PER_SEED})
     else:
       config.log_every_steps = steps_per_epoch  # one loss point per epoch.
+      print(f"cell {i}/{len(todo)}: {model}, batch {batch}, {rule}, seed {seed} …",
+            file=sys.stderr, flush=True)  # its progress lines follow (train.train_config).
       benchmarks.add_seed(row, seed, run_cell(config, train))
       print(json.dumps({"model": model, "global_batch": batch, "rule": rule, "seed": seed,
                         **{k: row[k][-1] for k in PER_SEED if k != "train_loss"}}), flush=True)
       print(f"cell {i}/{len(todo)} done, {time.perf_counter() - start:.0f} s so far",
             file=sys.stderr, flush=True)
-    write_outputs(results, _OUT.value)  # after every seed: a stopped sweep resumes from here.
+    write_outputs(results, _OUTPUT.folder)  # after every seed: a stopped sweep resumes here.
   print(f"{len(todo)} cells in {time.perf_counter() - start:.0f} s", file=sys.stderr)
 
 

@@ -2,6 +2,7 @@ r"""Krizhevsky 2014's owt schemes on digits at equal epochs: (a) against (b) wit
 pass (the variable batch size), each on several seeds.
 
   python -m benchmarks.papers.owt_variants [--runs=a,b_per_pass,b_variable] [--seeds=0,1,2]
+                                           [--out=DIR | --publish]
   python -m benchmarks.papers.owt_variants --model=alexnet_owt_tiny   # the same in minutes
 
 Every run is `python main.py --config=configs/owt8.py` (2×4 mesh, 8 simulated devices, batch
@@ -21,8 +22,10 @@ settings, ~40 s a run instead of ~10 minutes on a 2-core CPU).
 Writes owt_variants.json — one row per run and model: per-seed lists (`seeds`, `eval_top1`,
 `eval_top5`, the lowest test top-1 after first reaching LEARNED, wall-clock, the test top-1 and
 training-loss curves) and their mean and spread — and owt_variants.png (every seed's curves
-against epochs) to --out; the README's and docs/schemes.md's table is made from the JSON. A
-stopped study resumes: a run's seeds already in the JSON are not trained again (rows are known
+against epochs) under runs/owt_variants/ (or --out; with --publish into docs/, which the README's
+and docs/schemes.md's table is made from). Each run's progress lines (compile, step, loss, ETA)
+stream as it trains. A stopped study resumes from the JSON in its output folder: a run's seeds
+already there are not trained again (rows are known
 by run and model, so after a change to a run's config, delete its row to measure it again).
 """
 
@@ -53,7 +56,7 @@ _MODEL = flags.DEFINE_enum("model", None, ["alexnet_owt", "alexnet_owt_tiny"],
 _EVAL_EVERY = flags.DEFINE_integer("eval_every_steps", 10, "Evaluate every this many steps.")
 _WORKDIRS = flags.DEFINE_string("workdirs", os.path.join(main_runs.ROOT, "runs", "owt_variants"),
                                 "Where each run's workdir goes (emptied first).")
-_OUT = flags.DEFINE_string("out", benchmarks.DOCS, "Output directory.")
+_OUTPUT = benchmarks.define_output_flags("owt_variants")
 
 
 def run(name: str, *, seed: int, model: str | None, eval_every_steps: int,
@@ -104,7 +107,7 @@ def plot(results: list[dict], path: str) -> None:
 
 def main(argv):
   del argv
-  path = os.path.join(_OUT.value, "owt_variants.json")
+  path = _OUTPUT.path("owt_variants.json")
   results = benchmarks.load_if_present(path)
   model = _MODEL.value or "alexnet_owt"
   for name in _RUNS.value:
@@ -122,7 +125,7 @@ def main(argv):
              **{k: v for k, v in result.items() if not k.endswith("_curve")}}, flush=True)
       # Written after every seed: a stopped benchmark keeps what it finished.
       results.sort(key=lambda r: (r["model"], list(RUNS).index(r["run"])))
-      plot(results, os.path.join(_OUT.value, "owt_variants.png"))
+      plot(results, _OUTPUT.path("owt_variants.png"))
       benchmarks.publish(results, path)
   print(tables.owt_variants(results))
 

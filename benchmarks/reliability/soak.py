@@ -12,7 +12,8 @@ with SIGTERM and once with SIGINT (Ctrl-C) and restarted after each; then run to
 Checks, and exits 1 if any fails: the final parameters and optimiser state are bitwise equal to
 the uninterrupted run's; every checkpoint left on disk is readable; metrics.jsonl and TensorBoard
 hold every logged step once. Prints one JSON object: kills survived, restarts, wall time of each
-run and the time lost to interruptions; writes it to --out (docs/faults.md's table).
+run and the time lost to interruptions; writes soak.json under runs/soak/ (or --out; with
+--publish into docs/, which docs/faults.md's table is made from).
 """
 
 import json
@@ -36,8 +37,7 @@ ROOT = benchmarks.ROOT
 _KILLS = flags.DEFINE_integer("kills", 6, "SIGKILLs before the SIGTERM and the SIGINT.")
 _SEED = flags.DEFINE_integer("seed", 0, "Draws the kill moments.")
 _STEPS = flags.DEFINE_integer("steps", 60, "Training steps of the run.")
-_OUT = flags.DEFINE_string("out", os.path.join(benchmarks.DOCS, "soak.json"),
-                           "Where the JSON goes.")
+_OUTPUT = benchmarks.define_output_flags("soak")
 ARGS = ["--config=configs/hybrid4.py", "--config.model=alexnet_tiny",
         "--config.global_batch_size=64", "--config.eval_every_steps=100000",
         "--config.checkpoint_every_steps=5", "--config.log_every_steps=1"]
@@ -155,7 +155,7 @@ def main(argv):
       "date": time.strftime("%Y-%m-%d"),
   }
   print(json.dumps(result))
-  benchmarks.publish(result, _OUT.value)
+  benchmarks.publish(result, _OUTPUT.path("soak.json"))
   if not (bitwise and result["metrics_each_step_once"] and result["tensorboard_each_step_once"]
           and len(readable) == len(kept)):
     raise SystemExit("error: the interrupted run did not end as the uninterrupted one.")

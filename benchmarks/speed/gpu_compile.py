@@ -32,14 +32,13 @@ compile-only devices (experiment.lower_train_step, the step train.py runs) at th
 `1x1x8` is one node; on `1x2x8` (two nodes of eight) each config's data axis doubles across the
 nodes, and its batches with it (`single` becomes data 2×1): each node holds the config's mesh,
 and the data axis crosses the hosts (`model2` keeps its 1×2 mesh, one GPU on each node: its model
-axis crosses them). Rows are merged into --out/gpu_compile.json by (gpu,
+axis crosses them). Rows are merged into gpu_compile.json under runs/gpu_compile/ (or --out; docs/ with --publish) by (gpu,
 topology, config, dtype). --largest_batch: the largest power-of-two global batch of `single` and
 `owt8` in bfloat16 that fits one node's GPUs, into gpu_compile.json's `largest_batch`.
 Nothing here runs on a GPU.
 """
 
 import json
-import os
 import time
 
 import jax
@@ -64,7 +63,7 @@ _TOPOLOGIES = benchmarks.define_choices("topologies", TOPOLOGIES,
                                         "slices x hosts x GPUs per host.")
 _CONFIGS = benchmarks.define_choices("configs", CONFIGS, compile_only.CONFIGS_HELP)
 _DTYPES = flags.DEFINE_list("dtypes", ["bfloat16", "float32"], "Compute dtypes.")
-_OUT = flags.DEFINE_string("out", benchmarks.DOCS, "Where gpu_compile.json goes (rows merged in).")
+_OUTPUT = benchmarks.define_output_flags("gpu_compile")  # gpu_compile.json, rows merged in.
 _LARGEST = flags.DEFINE_bool("largest_batch", False, "Find the largest batch that fits instead.")
 _DRY_RUN = flags.DEFINE_bool("dry_run", False, "alexnet_tiny's hybrid 2×2 step at 64² on one H100 "
                              "node: print its row, write nothing.")
@@ -206,7 +205,7 @@ def main(argv):
                       measured=measured, model="alexnet_tiny", image_size=64)
     print(json.dumps(row))
     return
-  path = os.path.join(_OUT.value, "gpu_compile.json")
+  path = _OUTPUT.path("gpu_compile.json")
   result = benchmarks.load_if_present(path, default={}) or {}
   if _LARGEST.value:
     result["largest_batch"] = [r for r in result.get("largest_batch", [])

@@ -1,7 +1,7 @@
 r"""Images/s of the input pipelines alone (no model), per host core, and the trainer they feed.
 
   python -m benchmarks.speed.input_pipeline [--sections=tfds,prepare,prepared] [--images=768] \
-      [--batches=30] [--out=docs/input_pipeline.json] [--under=gpu_host]
+      [--batches=30] [--out=DIR | --publish] [--under=gpu_host]
 
 Nothing is downloaded. The ImageNet-like images are real photographs (the three that ship with
 scikit-learn and matplotlib), cut at random places and saved as JPEGs of quality 90 at a spread of
@@ -23,7 +23,9 @@ Sections:
             same call (configs/imagenet_single.py's model in bfloat16; --trainer_batch); the
             issue's ≥ 50% goal is stated for this on a GPU host. --dry_run: tiny sizes.
 
-Prints one JSON object and writes it to --out (docs/input_pipeline.md's tables are made from it):
+Prints one JSON object and writes it as input_pipeline.json under runs/input_pipeline/ (or --out;
+with --publish into docs/, which docs/input_pipeline.md's tables are made from; --dry_run writes
+nothing unless --out or --publish is given):
 `pipelines` rows hold `source` ("prepared" in the prepared ones), `images_per_sec_median` and
 `images_per_sec_per_core`.
 """
@@ -62,10 +64,9 @@ _PHOTOS_DIR = flags.DEFINE_string(
 _TRAINER_BATCH = flags.DEFINE_integer("trainer_batch", 256, "Global batch of the trainer rows.")
 _TRAINER_STEPS = flags.DEFINE_integer("trainer_steps", 200, "main.py steps in the trainer rows.")
 _DRY_RUN = flags.DEFINE_boolean("dry_run", False, "Tiny sizes: checks the script, measures "
-                                "nothing worth keeping (writes nothing unless --out is given).")
-_OUT = flags.DEFINE_string("out", None, "Where the JSON goes (default docs/input_pipeline.json; "
-                           "with --dry_run, nowhere).")
-_UNDER = flags.DEFINE_string("under", None, "Write the result under this key of --out's JSON, "
+                                "nothing worth keeping (writes nothing unless --out or --publish is given).")
+_OUTPUT = benchmarks.define_output_flags("input_pipeline")
+_UNDER = flags.DEFINE_string("under", None, "Write the result under this key of the output's JSON, "
                              "keeping the rest (docs/input_pipeline.json's `gpu_host`: the "
                              "rows of a GPU machine's host beside this machine's).")
 
@@ -320,7 +321,8 @@ def main(argv):
   finally:
     shutil.rmtree(work, ignore_errors=True)
   print(json.dumps(result, indent=1))
-  out = _OUT.value or (None if dry else os.path.join(benchmarks.DOCS, "input_pipeline.json"))
+  # A dry run's tiny figures are worth keeping only where asked for.
+  out = None if dry and not _OUTPUT.chosen else _OUTPUT.path("input_pipeline.json")
   if out and _UNDER.value:
     result = {**(benchmarks.load_if_present(out) or {}), _UNDER.value: result}
   if out:

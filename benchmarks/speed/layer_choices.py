@@ -21,11 +21,11 @@ grouped_conv (--batch 8, --repeats 5 by default), `layers.GROUPED_CONVS`' two im
 Writes {"date", "layers": [...], "steps": [...]} to grouped_conv.json.
 
 Everything is compiled with the step's options on this machine's platform (compiler_options.py);
-each row is printed as JSON, the files go to --out.
+each row is printed as JSON, the files go under runs/layer_choices/ (or --out; with --publish
+into docs/).
 """
 
 import json
-import os
 import time
 
 import jax
@@ -47,7 +47,7 @@ _REPEATS = flags.DEFINE_integer("repeats", None, "Timed calls per variant (defau
                                 "max_pool, 5 for grouped_conv).")
 _STEPS = flags.DEFINE_integer("steps", 5, "grouped_conv: timed training steps per model and "
                               "implementation.")
-_OUT = flags.DEFINE_string("out", benchmarks.DOCS, "Where max_pool.json and grouped_conv.json go.")
+_OUTPUT = benchmarks.define_output_flags("layer_choices")  # max_pool.json, grouped_conv.json
 POOL_SHAPES = ((55, 64), (27, 192), (13, 256))  # alexnet_owt's pool inputs at 224²: side, channels.
 # alexnet's within-column convs at 224²: name, input side, input channels, filters, kernel, pad.
 CONVS = (("conv2", 27, 96, 256, 5, 2), ("conv4", 13, 384, 384, 3, 1),
@@ -132,13 +132,13 @@ def main(argv):
   if "max_pool" in _LAYERS.value:
     benchmarks.publish(max_pool_rows(options, batch=_BATCH.value or 32,
                                      repeats=_REPEATS.value or 10),
-                       os.path.join(_OUT.value, "max_pool.json"))
+                       _OUTPUT.path("max_pool.json"))
   if "grouped_conv" in _LAYERS.value:
     batch = _BATCH.value or 8
     benchmarks.publish({"date": time.strftime("%Y-%m-%d"),
                         "layers": conv_rows(options, batch=batch, repeats=_REPEATS.value or 5),
                         "steps": conv_step_rows(batch=batch)},
-                       os.path.join(_OUT.value, "grouped_conv.json"))
+                       _OUTPUT.path("grouped_conv.json"))
 
 
 if __name__ == "__main__":

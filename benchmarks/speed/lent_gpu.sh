@@ -32,7 +32,7 @@ $PYTHON -m benchmarks.speed.accelerator $DRY --sections=environment,trainer --ou
   >>"$OUT/lent_gpu.log" 2>&1
 log "input pipeline"
 $PYTHON -m benchmarks.speed.input_pipeline $DRY --sections=prepare,prepared,trainer \
-  --out="$OUT/input_pipeline.json" >>"$OUT/lent_gpu.log" 2>&1
+  --out="$OUT" >>"$OUT/lent_gpu.log" 2>&1
 CORES=$(nproc)
 SUITE_CORES=$([ "$CORES" -gt 8 ] && echo "4-$((CORES - 1))" || echo "0-$((CORES - 1))")
 log "suite on cores $SUITE_CORES || notebook, mocked 8-GPU programs"

@@ -2,6 +2,7 @@ r"""The single-device AlexNet training step here against PyTorch eager on the sa
 
   pip install torch==2.13.0      # optional, for this script only; not in requirements.txt
   python -m benchmarks.speed.pytorch_reference [--batch=32 --image_size=224 --rounds=7 --steps=3]
+                                               [--out=DIR | --publish]
 
 Both sides train the one-column AlexNet (`alexnet_owt`, torchvision's layer sizes: 64-192-384-256-
 256 convs, 4096-4096 FC, 1000 classes, dropout 0.5) on one synthetic batch of 224² float32 images,
@@ -15,6 +16,8 @@ of its own, driven by this one (in one process the two runtimes slow each other 
 one JSON object with both rates and `ratio` = ours / PyTorch's images/s (≥ 1.0: not behind).
 PyTorch keeps its default intra-op thread count (every core); JAX's XLA:CPU runs the whole step
 as one compiled program. `--notune_xla_cpu` measures our step with XLA's default options.
+Writes pytorch_reference.json (pytorch_reference_untuned.json with --notune_xla_cpu) under
+runs/pytorch_reference/ (or --out; with --publish into docs/, which docs/performance.md quotes).
 """
 
 import json
@@ -43,8 +46,7 @@ _WARMUP = flags.DEFINE_integer("warmup", 2, "Untimed steps of each after its fir
 _WORKER = flags.DEFINE_enum("worker", None, ["jax", "torch"], "Internal: serve one framework's "
                              "step to the parent process.")
 _PAUSE = flags.DEFINE_float("pause_s", 0.5, "Idle seconds before each framework's turn.")
-_OUT = flags.DEFINE_string("out", None, "Also write the JSON here (docs/pytorch_reference.json, or "
-                           "docs/pytorch_reference_untuned.json with --notune_xla_cpu).")
+_OUTPUT = benchmarks.define_output_flags("pytorch_reference")
 _TUNE = flags.DEFINE_bool("tune_xla_cpu", True, "Compile our step with xla_options' CPU options "
                           "(False: XLA's defaults, to measure what the options give).")
 
@@ -134,8 +136,9 @@ def main(argv):
       "ratio": round(rates["jax"] / rates["torch"], 3),
   }
   print(json.dumps(result))
-  if _OUT.value:
-    benchmarks.publish(result, _OUT.value, software=("torch",))
+  benchmarks.publish(result, _OUTPUT.path(
+      "pytorch_reference.json" if _TUNE.value else "pytorch_reference_untuned.json"),
+                     software=("torch",))
 
 
 if __name__ == "__main__":

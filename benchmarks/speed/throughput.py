@@ -19,8 +19,8 @@ float32 GEMM rate measured in the same run (best of ten 2048² matmuls, XLA:CPU 
 core) — the CPU is one machine however many devices are simulated on it, so its peak is not
 multiplied.
 
---all writes docs/throughput.json and docs/throughput.png and refreshes the table of
-docs/performance.md, with each config's step time per image relative to `single` (on a shared
+--all writes throughput.json and throughput.png under runs/throughput/ (or --out; with --publish
+into docs/, refreshing the table of docs/performance.md), with each config's step time per image relative to `single` (on a shared
 CPU, the overhead of the parallel machinery: 1.0 = none).
 """
 
@@ -46,7 +46,7 @@ _CONFIG, _ALL = config_or_all.define_flags(all_help="Table-1 configs and owt8 un
 _STEPS = flags.DEFINE_integer("steps", 10, "Timed steps.")
 _WARMUP = flags.DEFINE_integer("warmup", 2, "Untimed steps after the compile.")
 _CLASSES = flags.DEFINE_integer("num_classes", 10, "Classifier width.")
-_OUT = flags.DEFINE_string("out", benchmarks.DOCS, "Where --all writes throughput.{json,png}.")
+_OUTPUT = benchmarks.define_output_flags("throughput")  # where --all writes throughput.{json,png}.
 
 
 def measure(config, cpu_flops: float | None) -> dict:
@@ -120,8 +120,8 @@ def main(argv):
       print(json.dumps(result), flush=True)
       rows.append(result)
   print(tables.throughput(rows))
-  benchmarks.publish(rows, os.path.join(_OUT.value, "throughput.json"))
-  _plot(rows, os.path.join(_OUT.value, "throughput.png"))
+  benchmarks.publish(rows, _OUTPUT.path("throughput.json"))
+  _plot(rows, _OUTPUT.path("throughput.png"))
 
 
 if __name__ == "__main__":

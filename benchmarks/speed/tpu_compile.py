@@ -2,7 +2,7 @@ r"""Every scheme compiled for TPU topologies on this machine (no TPU needed), as
 
   pip install -r requirements-test.txt     # with libtpu: compiles for TPUs without one
   python -m benchmarks.speed.tpu_compile [--topologies=v2:2x2,v5e:2x4] [--configs=hybrid4,owt8]
-                                   [--dtypes=bfloat16,float32] [--out=docs]
+                                   [--dtypes=bfloat16,float32] [--out=DIR | --publish]
 
 For each topology (jax.experimental.topologies: compile-only devices, as MaxText's
 train_compile.py uses them), config and compute dtype, builds the config's real train step
@@ -16,7 +16,8 @@ the floors (`costmodel.roofline_floors`: no TPU step was ever timed, so the time
 nothing to calibrate a TPU on) — FLOPs ÷ the stated peak, and where the bandwidths are stated
 bytes accessed ÷ HBM bandwidth (v4, v5e, v6e) and collective bytes ÷ one-way ICI bandwidth
 (v5e, v6e) — else that floor (each row says which). Nothing here is measured on a TPU. Rows are merged into
---out/tpu.json by (topology, config, dtype), so a run may add to it.
+tpu.json under runs/tpu_compile/ (or --out; docs/ with --publish) by (topology, config, dtype), so
+a run may add to it.
 
   python -m benchmarks.speed.tpu_compile --choices --topologies=v2:2x2
   python -m benchmarks.speed.tpu_compile --largest_batch
@@ -31,7 +32,6 @@ each topology given and go to tpu_choices.json, replacing that topology's earlie
 
 import importlib.metadata
 import json
-import os
 
 import jax
 from absl import app, flags
@@ -47,7 +47,7 @@ from hybrid_parallel.analysis import costmodel
 _TOPOLOGIES = benchmarks.define_choices("topologies", TOPOLOGIES, "TPU topologies to compile for.")
 _CONFIGS = benchmarks.define_choices("configs", CONFIGS, compile_only.CONFIGS_HELP)
 _DTYPES = flags.DEFINE_list("dtypes", ["bfloat16", "float32"], "Compute dtypes.")
-_OUT = flags.DEFINE_string("out", benchmarks.DOCS, "Where tpu.json goes (rows merged into it).")
+_OUTPUT = benchmarks.define_output_flags("tpu_compile")  # tpu.json, rows merged into it.
 _CHOICES = flags.DEFINE_bool("choices", False, "Estimate each per-platform model choice instead.")
 _LARGEST = flags.DEFINE_bool("largest_batch", False, "Find the largest batch that fits instead.")
 
@@ -125,9 +125,9 @@ def main(argv):
   del argv
   platforms.start()  # before anything queries the devices.
   if _CHOICES.value or _LARGEST.value:
-    path = os.path.join(_OUT.value, "tpu_choices.json")
+    path = _OUTPUT.path("tpu_choices.json")
     result = benchmarks.load_if_present(path, default={}) or {}
-    known = benchmarks.load_if_present(os.path.join(_OUT.value, "tpu.json"))
+    known = benchmarks.load_if_present(_OUTPUT.path("tpu.json"))
     for topology in _TOPOLOGIES.value:
       devices = topology_devices(topology)
       if _CHOICES.value:
@@ -140,7 +140,7 @@ def main(argv):
       # After every topology: a long run keeps what it compiled.
       benchmarks.publish(result, path, software=("libtpu",))
     return
-  path = os.path.join(_OUT.value, "tpu.json")
+  path = _OUTPUT.path("tpu.json")
   chosen = {(t, c, d) for t in _TOPOLOGIES.value for c in _CONFIGS.value for d in _DTYPES.value}
   rows = [r for r in benchmarks.load_if_present(path)
           if (r["topology"], r["config"], r["dtype"]) not in chosen]
