@@ -90,6 +90,7 @@ class DataChoice:
   data_dir: str = setting(text)
   tfds_download: bool = setting(boolean)
   input_workers: int = setting(integer(0))
+  decoded_placement: str = setting(one_of(input_pipeline.DECODED_PLACEMENTS))
   input_shards: int = setting(integer(1))
   shuffle_buffer: int = setting(integer(1))
   pca_lighting_std: float = setting(_NON_NEGATIVE)
@@ -233,7 +234,7 @@ def load_dataset(spec: RunSpec):
       data_dir=data.data_dir or None, download=data.tfds_download,
       input_shards=data.input_shards, shuffle_buffer=data.shuffle_buffer,
       pca_lighting_std=data.pca_lighting_std, eval_crops=data.eval_crops,
-      input_workers=data.input_workers)
+      input_workers=data.input_workers, decoded_placement=data.decoded_placement)
 
 
 def steps_to_train(spec: RunSpec, steps_per_epoch: int) -> int:

@@ -4,7 +4,11 @@
   digits, synthetic, npz:PATH       small arrays held on every process (arrays.py)
   prepared:DIR                      a dataset prepared once (python -m input_pipeline.prepare),
                                     decoded on every host core, augmented on the devices
-                                    (prepared.py, device_augment.py): the fast ImageNet path
+                                    (prepared.py, device_augment.py)
+  decoded:DIR                       a dataset decoded once (prepare --format=decoded), held in
+                                    device memory where it fits, else gathered from its
+                                    memory-mapped file on host threads (decoded.py): the fast
+                                    ImageNet path
   imagenet2012, imagenette/320px-v2,
   cifar10, cifar100, mnist,
   fashion_mnist                     TensorFlow Datasets, augmented, sharded (tfds_source.py)
@@ -43,6 +47,9 @@ TFDS_NAMES = ("imagenet2012", "imagenette/320px-v2", "cifar10", "cifar100", "mni
               "fashion_mnist")
 IMAGENET_STYLE = ("imagenet2012", "imagenette/320px-v2")  # ten-crop evaluation applies to these.
 PREPARED = "prepared:"
+DECODED = "decoded:"
+# Where a decoded set goes: the devices where it fits, else the host (auto), or either forced.
+DECODED_PLACEMENTS = ("auto", "devices", "host")
 EVAL_CROPS = (1, 10)  # the centre crop, or Krizhevsky's ten crops with their softmaxes averaged.
 
 
@@ -50,12 +57,12 @@ def check_name(field: str, name) -> None:
   """One UserError unless `name` names a source (and an npz file that exists). A prepared
   directory is checked when it is opened (`load`, before anything is written): a config may name
   where it will be."""
-  names = arrays.NAMES + TFDS_NAMES + (PREPARED + "DIR",)
+  names = arrays.NAMES + TFDS_NAMES + (PREPARED + "DIR", DECODED + "DIR")
   if not isinstance(name, str) or not (arrays.is_array_dataset(name) or name in TFDS_NAMES or
-                                       name.startswith(PREPARED)):
+                                       name.startswith((PREPARED, DECODED))):
     raise UserError(f"unknown {field} {name!r}; choose one of {', '.join(names)}.")
-  if name == PREPARED:
-    raise UserError(f"{field} {name!r} names no directory; write {PREPARED}DIR.")
+  if name in (PREPARED, DECODED):
+    raise UserError(f"{field} {name!r} names no directory; write {name}DIR.")
   path = name[len("npz:"):] if name.startswith("npz:") else None
   if path == "":
     raise UserError(f"{field} {name!r} names no file; write npz:PATH.")
@@ -67,7 +74,7 @@ def check_eval_crops(name: str, eval_crops: int) -> None:
   """One UserError unless dataset `name` can be evaluated on `eval_crops` crops (ten: the
   ImageNet-style sources only; the others are evaluated whole)."""
   checks.one_of(EVAL_CROPS)("eval_crops", eval_crops)
-  if eval_crops != 1 and not (name.startswith(PREPARED) or name in IMAGENET_STYLE):
+  if eval_crops != 1 and not (name.startswith((PREPARED, DECODED)) or name in IMAGENET_STYLE):
     raise UserError(f"eval_crops = {eval_crops} is ImageNet-style evaluation; dataset {name!r} "
                     f"is evaluated whole (use eval_crops = 1).")
 
@@ -87,15 +94,21 @@ def check_input_shards(shards: int, *, processes: int, **batches: int) -> None:
 def load(name: str, *, image_size: int, seed: int = 0, synthetic_examples: int = 1024,
          synthetic_classes: int = 10, data_dir: str | None = None, download: bool = True,
          input_shards: int = 8, shuffle_buffer: int = 2048, pca_lighting_std: float = 0.1,
-         eval_crops: int = 1, input_workers: int = 0):
+         eval_crops: int = 1, input_workers: int = 0, decoded_placement: str = "auto"):
   """The source `name` at `image_size`; one clear UserError if it cannot be had.
 
   `seed`, `synthetic_examples`, `synthetic_classes`: the synthetic set (arrays.py);
-  `input_workers`: the prepared source's decoding processes (0: threads of this one); the rest:
-  the tfds datasets (tfds_source.py, configs/default.py).
+  `input_workers`: the prepared source's decoding processes (0: threads of this one);
+  `decoded_placement`: where a decoded set goes (decoded.PLACEMENTS); the rest: the tfds datasets
+  (tfds_source.py, configs/default.py).
   """
   check_name("dataset", name)
   check_eval_crops(name, eval_crops)
+  if name.startswith(DECODED):
+    from input_pipeline import decoded
+    return decoded.DecodedDataset(name[len(DECODED):], image_size=image_size,
+                                  placement=decoded_placement,
+                                  pca_lighting_std=pca_lighting_std, eval_crops=eval_crops)
   if name.startswith(PREPARED):
     return prepared.PreparedDataset(name[len(PREPARED):], image_size=image_size,
                                     workers=input_workers, pca_lighting_std=pca_lighting_std,
@@ -152,11 +165,33 @@ def process_rows(sharding: NamedSharding, global_batch: int) -> slice:
   return slice(start, stop)
 
 
-def to_global(sharding: NamedSharding, *host_arrays: np.ndarray, global_batch: int):
-  """Assembles this process's rows of each array into global arrays with `sharding`."""
-  return tuple(
-      jax.make_array_from_process_local_data(sharding, a, (global_batch,) + a.shape[1:])
-      for a in host_arrays)
+def to_global(sharding: NamedSharding, *host_arrays: np.ndarray, global_batch: int,
+              staged: bool = False):
+  """Assembles this process's rows of each array into global arrays with `sharding`; `staged`:
+  through pinned host memory first, where the devices have it (a GPU's DMA engine reads pinned
+  memory directly, without the driver's copy into a staging buffer; the CPU backend has no pinned
+  memory, and there `staged` changes nothing)."""
+  pinned = staged and _has_pinned_host(sharding)
+  made = []
+  for a in host_arrays:
+    shape = (global_batch,) + a.shape[1:]
+    if pinned:
+      on_host = jax.make_array_from_process_local_data(
+          sharding.with_memory_kind("pinned_host"), a, shape)
+      made.append(jax.device_put(on_host, sharding))
+    else:
+      made.append(jax.make_array_from_process_local_data(sharding, a, shape))
+  return tuple(made)
+
+
+def _has_pinned_host(sharding: NamedSharding) -> bool:
+  device = next(iter(sharding.addressable_devices))
+  if device.platform == "cpu":
+    return False
+  try:
+    return "pinned_host" in {memory.kind for memory in device.addressable_memories()}
+  except (AttributeError, NotImplementedError):  # a backend without memory kinds
+    return False
 
 
 def start_position(source, step: int, global_batch: int, *, saved=None):
@@ -174,16 +209,28 @@ def train_iterator(source, sharding: NamedSharding, global_batch: int, *, seed: 
 
   A background thread reads the host batches and starts their transfers up to `prefetch` batches
   ahead of the step that takes them (transfers, not computations: they add no step in flight; a
-  batch is finished on the devices as it is handed out). The batches and positions are
+  batch is finished on the devices as it is handed out); a source whose batches are images of
+  a size worth it (`transfer_threads` > 1: the decoded set gathered on the host) has that many
+  transfers in flight at once, staged in pinned host memory. The batches and positions are
   those of the host iterator, in its order: reading ahead changes nothing a checkpoint records.
   """
+  finish, _ = source.device_transforms(sharding, seed=seed)  # places a resident set first.
   host = source.train_batches(global_batch, seed=seed, position=position,
                               shard=process_rows(sharding, global_batch))
-  finish, _ = source.device_transforms(sharding, seed=seed)
-  on_device = ((*to_global(sharding, images, labels, global_batch=global_batch), next_position)
-               for images, labels, next_position in host)
+  transfers = getattr(source, "transfer_threads", 1)
+
+  def transfer(batch):
+    images, labels, next_position = batch
+    return (*to_global(sharding, images, labels, global_batch=global_batch,
+                       staged=transfers > 1), next_position)
+
+  if transfers > 1:
+    from input_pipeline.decoded import ordered_map
+    on_device = ordered_map(transfer, host, threads=transfers, ahead=transfers)
+  else:
+    on_device = (transfer(batch) for batch in host)
   # Closed in this order: the producer thread stops, then the source (its worker processes).
-  with (contextlib.closing(host),
+  with (contextlib.closing(host), contextlib.closing(on_device),
         contextlib.closing(in_background(on_device, depth=prefetch)) as ready):
     for images, labels, next_position in ready:
       # A step-positioned source's batch of step s is followed by position s + 1.

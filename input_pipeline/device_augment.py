@@ -80,9 +80,9 @@ def train_transform(sharding: NamedSharding, *, seed: int, image_size: int, pca_
   @jax.jit
   def transform(images_BHWC, step):
     # Keys laid out as the rows they draw for (explicit meshes require it; it is free).
-    images_BHWC = _lay_out(images_BHWC, sharding)
-    keys = _lay_out(row_keys(seed, step, images_BHWC.shape[0]), sharding)
-    return _lay_out(train_images(images_BHWC, key=keys, image_size=image_size,
+    images_BHWC = lay_out(images_BHWC, sharding)
+    keys = lay_out(row_keys(seed, step, images_BHWC.shape[0]), sharding)
+    return lay_out(train_images(images_BHWC, key=keys, image_size=image_size,
                                  pca_stddev=pca_stddev, mean=mean, scale=scale), sharding)
 
   return lambda images, step: transform(images, np.int32(step))
@@ -91,12 +91,12 @@ def train_transform(sharding: NamedSharding, *, seed: int, image_size: int, pca_
 def eval_transform(sharding: NamedSharding, *, image_size: int, crops: int, mean, std):
   """uint8 global images → the centre crop or ten crops, float32, on the devices of `sharding`."""
   mean, scale = np.float32(mean), np.float32(1.0) / np.float32(std)
-  return jax.jit(lambda images: _lay_out(eval_images(
-      _lay_out(images, sharding), image_size=image_size, crops=crops, mean=mean, scale=scale),
+  return jax.jit(lambda images: lay_out(eval_images(
+      lay_out(images, sharding), image_size=image_size, crops=crops, mean=mean, scale=scale),
       sharding))
 
 
-def _lay_out(x, sharding: NamedSharding):
+def lay_out(x, sharding: NamedSharding):
   """`x` laid out as `sharding` says: a reshard on a mesh of Explicit axes, a constraint on Auto
   ones (the two backends' meshes, hybrid_parallel.mesh)."""
   if any(t == AxisType.Explicit for t in sharding.mesh.axis_types):

@@ -14,6 +14,12 @@ that cannot be decoded is skipped and counted. Train with `--config.dataset=prep
 Resumable: each shard is written to a .partial file, read back and checked (its record count and
 labels), then renamed; a second run skips the shards already complete, and prepared.json — the
 manifest the reader needs — is written last. Progress is logged per shard.
+
+--format=decoded [--colour=yuv420|rgb] writes the images decoded, as uint8 rows of one
+memory-mappable file per split (decoded.py): nothing is decoded when training, and the set can be
+held in device memory. --source may then also be prepared:DIR, a JPEG or raw preparation, whose
+stored images are decoded as the prepared reader decodes them. The disk's free space is checked
+against what is left to write before anything is written.
 """
 
 import dataclasses
@@ -35,12 +41,16 @@ TFDS_SOURCES = {"imagenet2012": "validation", "imagenette/320px-v2": "validation
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".webp")
 
 
-def krizhevsky_crop(encoded: bytes, size: int) -> np.ndarray:
-  """Decodes an image, resizes its shorter side to `size` and returns the central size² patch
-  (uint8 RGB)."""
+def krizhevsky_crop(encoded, size: int) -> np.ndarray:
+  """Decodes an image (its file's bytes, or uint8 RGB pixels already decoded), resizes its
+  shorter side to `size` and returns the central size² patch (uint8 RGB)."""
   from PIL import Image
-  with Image.open(io.BytesIO(encoded)) as image:
-    image.draft("RGB", (size, size))  # a JPEG decodes at 1/2, 1/4 or 1/8 scale when that fits
+  if isinstance(encoded, np.ndarray):
+    opened = Image.fromarray(encoded)
+  else:
+    opened = Image.open(io.BytesIO(encoded))
+    opened.draft("RGB", (size, size))  # a JPEG decodes at 1/2, 1/4 or 1/8 scale when that fits
+  with opened as image:
     image = image.convert("RGB")
     width, height = image.size
     scale = size / min(width, height)
@@ -69,6 +79,19 @@ def encode_example(item, settings: Settings):
     return example_id, None, f"{type(e).__name__}: {e}"
   return example_id, prepared.encode_record(label, image, image_format=settings.image_format,
                                             quality=settings.quality), None
+
+
+def decode_example(item, size: int):
+  """(id, encoded image, label) → (id, uint8 RGB size² image or None, why not, label)."""
+  example_id, encoded, label = item
+  try:
+    return example_id, krizhevsky_crop(encoded, size), None, label
+  except Exception as e:  # noqa: BLE001 — PIL raises many types for a bad file; all mean skip it.
+    return example_id, None, f"{type(e).__name__}: {e}", label
+
+
+def _decode_with(item_and_size):
+  return decode_example(*item_and_size)
 
 
 # --- inputs -----------------------------------------------------------------------------------
@@ -162,13 +185,48 @@ class TfdsInput:
       yield f"{split}[{i}]", example["image"], int(example["label"])
 
 
+class PreparedInput:
+  """prepared:DIR — a JPEG or raw preparation (prepared.py), its stored images read in order.
+  JPEGs are decoded as the prepared reader decodes them (simplejpeg, libjpeg-turbo's defaults):
+  decoded at their stored size, the pixels the JPEG path trains on."""
+
+  def __init__(self, directory: str):
+    self.directory = directory
+    self.manifest = prepared.Manifest.read(directory)
+    self.num_classes = self.manifest.num_classes
+    self.class_names = self.manifest.class_names
+
+  def count(self, split: str) -> int:
+    return self.manifest.examples[split]
+
+  def examples(self, split: str, start: int):
+    """(id, uint8 RGB image, label) from the `start`-th stored image of `split` on."""
+    from array_record.python import array_record_module
+    size, index = self.manifest.size, 0
+    for name in self.manifest.files[split]:
+      reader = array_record_module.ArrayRecordReader(os.path.join(self.directory, name))
+      try:
+        count = reader.num_records()
+        for k in range(max(0, start - index), count):
+          image = np.empty((size, size, 3), np.uint8)
+          label = prepared.decode_record(reader.read([k])[0],
+                                         image_format=self.manifest.image_format, size=size,
+                                         out_HWC=image)
+          yield f"{name}[{k}]", image, label
+        index += count
+      finally:
+        reader.close()
+
+
 def open_input(source: str, data_dir: str | None):
   if source.startswith("folder:"):
     return FolderInput(source[len("folder:"):])
+  if source.startswith("prepared:"):
+    return PreparedInput(source[len("prepared:"):])
   if source in TFDS_SOURCES:
     return TfdsInput(source, data_dir)
-  raise UserError(f"unknown --source {source!r}; choose one of {', '.join(TFDS_SOURCES)} or "
-                  f"folder:PATH.")
+  raise UserError(f"unknown --source {source!r}; choose one of {', '.join(TFDS_SOURCES)}, "
+                  f"folder:PATH or prepared:DIR.")
 
 
 # --- writing ----------------------------------------------------------------------------------
@@ -241,13 +299,21 @@ def write_shard(path: str, items, *, settings: Settings, encode) -> dict:
   return done
 
 
+FORMATS = prepared.FORMATS + ("decoded",)
+
+
 def prepare(source: str, out: str, *, image_format: str = "jpeg", quality: int = 90,
             size: int = 256, images_per_shard: int = 4096, workers: int = 0,
-            data_dir: str | None = None) -> prepared.Manifest:
-  """Prepares `source` into `out` (see the module docstring); returns the manifest written."""
-  if image_format not in prepared.FORMATS:
-    raise UserError(f"unknown --format {image_format!r}; choose one of "
-                    f"{', '.join(prepared.FORMATS)}.")
+            data_dir: str | None = None, colour: str = "yuv420",
+            free_disk: int | None = None):
+  """Prepares `source` into `out` (see the module docstring); returns the manifest written
+  (decoded.Manifest for --format=decoded, else prepared.Manifest). `free_disk`: the bytes a
+  decoded preparation may take (default: the disk's free space)."""
+  if image_format not in FORMATS:
+    raise UserError(f"unknown --format {image_format!r}; choose one of {', '.join(FORMATS)}.")
+  if image_format == "decoded":
+    return prepare_decoded(source, out, size=size, workers=workers, data_dir=data_dir,
+                           colour=colour, free_disk=free_disk)
   if not 1 <= quality <= 100 or size < 8 or images_per_shard < 1:
     raise UserError("--quality must be 1..100, --size at least 8 and --images_per_shard at "
                     "least 1.")
@@ -326,12 +392,46 @@ def _encode_with(item_and_settings):
   return encode_example(*item_and_settings)
 
 
+def prepare_decoded(source: str, out: str, *, size: int = 256, workers: int = 0,
+                    data_dir: str | None = None, colour: str = "yuv420",
+                    free_disk: int | None = None):
+  """--format=decoded: every image decoded once into decoded.py's files, on `workers`
+  processes (0 or 1: this one)."""
+  from input_pipeline import decoded
+  if size < 8:
+    raise UserError("--size must be at least 8.")
+  if os.path.exists(out) and not os.path.isdir(out):
+    raise UserError(f"--out {out!r} is a file, not a directory.")
+  if colour not in decoded.COLOURS:  # before the input is opened (a tfds source is slow to)
+    raise UserError(f"unknown --colour {colour!r}; choose one of {', '.join(decoded.COLOURS)}.")
+  data = open_input(source, data_dir)
+  pool = multiprocessing.get_context("spawn").Pool(workers) if workers > 1 else None
+
+  def decode_many(items):
+    if pool:
+      return pool.imap(_decode_with, ((item, size) for item in items), chunksize=16)
+    return (decode_example(item, size) for item in items)
+
+  try:
+    return decoded.prepare(data, out, source=source, colour=colour, size=size,
+                           encode_many=decode_many, free_disk=free_disk,
+                           log=lambda message: logging.info("%s", message))
+  finally:
+    if pool:
+      pool.close()
+      pool.join()
+
+
 def define_flags() -> None:
   """The command line's flags: defined only when run as a program, so that importing this module
   (the benchmarks, the tests) leaves absl's flag names free."""
-  flags.DEFINE_string("source", None, "imagenet2012, imagenette/320px-v2 or folder:PATH.")
+  flags.DEFINE_string("source", None, "imagenet2012, imagenette/320px-v2, folder:PATH or (with "
+                      "--format=decoded) prepared:DIR.")
   flags.DEFINE_string("out", None, "The directory to write.")
-  flags.DEFINE_enum("format", "jpeg", prepared.FORMATS, "How images are stored.")
+  flags.DEFINE_enum("format", "jpeg", FORMATS, "How images are stored: JPEG records, raw records, "
+                    "or decoded rows of one memory-mappable file per split.")
+  flags.DEFINE_enum("colour", "yuv420", ("yuv420", "rgb"), "--format=decoded: YUV 4:2:0 (half "
+                    "the bytes) or RGB (the decoded pixels exactly).")
   flags.DEFINE_integer("quality", 90, "JPEG quality (--format=jpeg).")
   flags.DEFINE_integer("size", 256, "Stored side: 256 for a 224 model.")
   flags.DEFINE_integer("images_per_shard", 4096, "Images per ArrayRecord file.")
@@ -347,7 +447,7 @@ def main(argv):
   try:
     prepare(given.source, given.out, image_format=given.format, quality=given.quality,
             size=given.size, images_per_shard=given.images_per_shard, workers=given.workers,
-            data_dir=given.data_dir)
+            data_dir=given.data_dir, colour=given.colour)
   except UserError as e:
     print(f"error: {e}", file=sys.stderr)
     sys.exit(1)

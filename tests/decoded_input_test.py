@@ -1,0 +1,295 @@
+"""The decoded ImageNet path: prepare --format=decoded writes every image once, resumes without
+duplicating, refuses a disk or device-memory shortfall in one sentence before any work; the set on
+the devices (whole or split over "data") and on the host gives the JPEG path's pixels with the same
+crops, flips and lighting, the same batches on any mesh and process split, and exact resumes."""
+
+import os
+import tempfile
+
+import jax
+import numpy as np
+from absl.testing import absltest
+from jax.sharding import NamedSharding, PartitionSpec as P
+from PIL import Image
+
+import experiment
+import input_pipeline
+from configs import default
+from hybrid_parallel.errors import UserError
+from input_pipeline import decoded, device_augment, imagenet_stats, prepare
+
+STORED, CROP = 32, 24
+CLASSES = 3
+TRAIN, EVAL = 24, 6
+
+
+def photographs():
+  """The real photographs that ship with scikit-learn and matplotlib (uint8 RGB)."""
+  import matplotlib
+  import sklearn
+  paths = [os.path.join(os.path.dirname(sklearn.__file__), "datasets", "images", name)
+           for name in ("china.jpg", "flower.jpg")]
+  paths.append(os.path.join(matplotlib.get_data_path(), "sample_data", "grace_hopper.jpg"))
+  return [np.asarray(Image.open(p).convert("RGB")) for p in paths]
+
+
+def make_photo_folder(root: str) -> str:
+  """train/ and val/ of real JPEG files (q90, PIL's default 4:2:0 chroma): windows of the
+  photographs at assorted shapes, one broken file among the training images."""
+  rng = np.random.default_rng(0)
+  photos = photographs()
+  for split, count in (("train", TRAIN), ("val", EVAL)):
+    for i in range(count):
+      photo = photos[i % len(photos)]
+      height, width = photo.shape[:2]
+      h, w = rng.integers(height // 3, height // 2), rng.integers(width // 3, width // 2)
+      top, left = rng.integers(0, height - h), rng.integers(0, width - w)
+      size = (int(rng.integers(40, 80)), int(rng.integers(40, 80)))
+      folder = os.path.join(root, split, f"class_{i % CLASSES}")
+      os.makedirs(folder, exist_ok=True)
+      Image.fromarray(photo[top:top + h, left:left + w]).resize(size, Image.BILINEAR).save(
+          os.path.join(folder, f"{i:03d}.jpg"), quality=90)
+  with open(os.path.join(root, "train", "class_1", "broken.jpg"), "wb") as f:
+    f.write(b"\xff\xd8 no more of a JPEG than this")
+  return root
+
+
+def mesh_sharding(devices: int):
+  return NamedSharding(jax.make_mesh((devices,), ("data",), devices=jax.devices()[:devices]),
+                       P("data"))
+
+
+def finished_batches(source, sharding, *, position: int, steps: int, batch: int = 8,
+                     seed: int = 0):
+  """The augmented float32 global batches of `steps` steps from `position` (train_iterator)."""
+  batches = input_pipeline.train_iterator(source, sharding, batch, seed=seed, position=position)
+  try:
+    return [(np.asarray(images), np.asarray(labels), position)
+            for images, labels, position in (next(batches) for _ in range(steps))]
+  finally:
+    batches.close()
+
+
+class DecodedTest(absltest.TestCase):
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.tmp = tempfile.mkdtemp()
+    cls.folder = make_photo_folder(os.path.join(cls.tmp, "photos"))
+    # The JPEG path's preparation, and decoded sets made from its stored JPEGs.
+    cls.jpegs = os.path.join(cls.tmp, "jpeg")
+    prepare.prepare(f"folder:{cls.folder}", cls.jpegs, size=STORED, images_per_shard=10)
+    cls.rgb = os.path.join(cls.tmp, "rgb")
+    cls.yuv = os.path.join(cls.tmp, "yuv")
+    prepare.prepare(f"prepared:{cls.jpegs}", cls.rgb, image_format="decoded", colour="rgb",
+                    size=STORED)
+    prepare.prepare(f"prepared:{cls.jpegs}", cls.yuv, image_format="decoded", colour="yuv420",
+                    size=STORED, workers=2)
+
+  def jpeg_source(self):
+    return input_pipeline.load(f"prepared:{self.jpegs}", image_size=CROP, input_workers=0)
+
+  def decoded_source(self, directory, **kwargs):
+    return decoded.DecodedDataset(directory, image_size=CROP, **kwargs)
+
+  def test_the_files_hold_every_decodable_image_once_and_name_the_broken_one(self):
+    folder_set = os.path.join(self.tmp, "from_folder")
+    manifest = prepare.prepare(f"folder:{self.folder}", folder_set, image_format="decoded",
+                               colour="rgb", size=STORED)
+    self.assertEqual(manifest.examples, {"train": TRAIN, "eval": EVAL})
+    self.assertEqual([os.path.basename(i) for i in manifest.skipped["train"]], ["broken.jpg"])
+    self.assertEqual(manifest.bytes_per_image, STORED * STORED * 3)
+    self.assertEqual(os.path.getsize(os.path.join(folder_set, "train.images")),
+                     TRAIN * STORED * STORED * 3)
+    # Row r is the r-th decodable file's Krizhevsky crop, with its class.
+    files = sorted((c, f) for c in os.listdir(os.path.join(self.folder, "train"))
+                   for f in os.listdir(os.path.join(self.folder, "train", c)) if f != "broken.jpg")
+    rows = manifest.images(folder_set, "train")
+    labels = manifest.labels(folder_set, "train")
+    for r, (cls, name) in enumerate(files):
+      with open(os.path.join(self.folder, "train", cls, name), "rb") as f:
+        expected = prepare.krizhevsky_crop(f.read(), STORED)
+      np.testing.assert_array_equal(rows[r].reshape(STORED, STORED, 3), expected)
+      self.assertEqual(labels[r], int(cls[-1]))
+    yuv = decoded.Manifest.read(self.yuv)
+    self.assertEqual(yuv.bytes_per_image, STORED * STORED * 3 // 2)  # half RGB's bytes
+
+  def test_rgb_on_the_devices_equals_the_jpeg_path_with_the_same_draws(self):
+    # The JPEG path decodes its stored JPEGs every epoch; the decoded set decoded them once, with
+    # the same decoder (libjpeg-turbo, its default DCT and upsampling): the same uint8 pixels, so
+    # the same crops, flips and lighting give the same float32 values, bit for bit.
+    sharding = mesh_sharding(2)
+    jpeg = finished_batches(self.jpeg_source(), sharding, position=1, steps=3)
+    for placement, memory in (("devices", None), ("devices", TRAIN * 3 * STORED**2 // 2 + 1),
+                              ("host", None)):
+      source = self.decoded_source(self.rgb, placement=placement, device_memory=memory)
+      ours = finished_batches(source, sharding, position=1, steps=3)
+      self.assertEqual(source._resident, {None: "replicated"}.get(memory, "sharded")
+                       if placement == "devices" else "host")
+      for (images, labels, position), (want, want_labels, want_position) in zip(ours, jpeg):
+        np.testing.assert_array_equal(images, want, err_msg=placement)
+        np.testing.assert_array_equal(labels, want_labels)
+        self.assertEqual(position, want_position)
+
+  def test_yuv420_equals_the_jpeg_paths_pixels_through_its_chroma_sampling(self):
+    # The stored rows are the JPEG path's RGB pixels in YCbCr, chroma averaged over 2×2, each
+    # rounded to a level. On the devices they are turned back and rounded to levels. Reference:
+    # the same arithmetic in float64 here. The two roundings may each fall on the other side of
+    # a half level where float32 and float64 differ (|error| ≤ a few float32 ulps of 255,
+    # 3e-5): at most one level apart, in few pixels; normalised, one level is 1/σ ≤ 1/57.
+    jpeg_rows = self.decoded_source(self.rgb).manifest.images(self.rgb, "train")
+    rgb = np.asarray(jpeg_rows).reshape(-1, STORED, STORED, 3).astype(np.float64)
+    ycbcr = rgb @ decoded._TO_YCBCR.astype(np.float64).T + [0, 128, 128]
+    chroma = ycbcr[..., 1:].reshape(-1, STORED // 2, 2, STORED // 2, 2, 2).mean(axis=(2, 4))
+    luma, cb, cr = (np.clip(np.rint(p), 0, 255) for p in
+                    (ycbcr[..., 0], chroma[..., 0], chroma[..., 1]))
+    cb, cr = (np.repeat(np.repeat(c, 2, 1), 2, 2) - 128 for c in (cb, cr))
+    reference = np.clip(np.rint(np.stack([luma + 1.402 * cr,
+                                          luma - 0.344136286 * cb - 0.714136286 * cr,
+                                          luma + 1.772 * cb], -1)), 0, 255).astype(np.uint8)
+    sharding = mesh_sharding(4)
+    source = self.decoded_source(self.yuv, placement="devices")
+    train, _ = source.device_transforms(sharding, seed=3)
+    rows = np.arange(8, dtype=np.int32) + 5
+    ours = np.asarray(train(jax.device_put(rows, sharding), 7))
+    want = np.asarray(device_augment.train_transform(
+        sharding, seed=3, image_size=CROP, pca_stddev=0.1, mean=source.mean, std=source.std)(
+            jax.device_put(reference[rows], sharding), 7))
+    level = 1 / np.min(imagenet_stats.STD)
+    np.testing.assert_allclose(ours, want, rtol=0, atol=level + 1e-5)
+    self.assertLess(np.mean(np.abs(ours - want) > 1e-5), 0.01)
+    # And what 4:2:0 costs against the JPEG path's own pixels (not rounding: chroma detail),
+    # for the record: the luma is the same to a level.
+    np.testing.assert_allclose(luma, np.clip(np.rint(ycbcr[..., 0]), 0, 255))
+
+  def test_the_batches_are_the_same_on_any_mesh_and_process_split_and_resume_exactly(self):
+    whole = finished_batches(self.decoded_source(self.yuv, placement="devices"),
+                             mesh_sharding(1), position=0, steps=5)  # 3 steps an epoch
+    for devices, memory in ((8, None), (8, TRAIN * 3 * STORED**2 // 2 // 4), (2, None)):
+      source = self.decoded_source(self.yuv, placement="auto", device_memory=memory)
+      for start in (0, 2, 3, 4):  # before, at and after the epoch boundary
+        resumed = finished_batches(source, mesh_sharding(devices), position=start,
+                                   steps=5 - start)
+        for (images, labels, position), (want, want_labels, want_position) in zip(
+            resumed, whole[start:]):
+          np.testing.assert_array_equal(images, want, err_msg=f"{devices} {memory} {start}")
+          np.testing.assert_array_equal(labels, want_labels)
+          self.assertEqual(position, want_position)
+    # Each of two processes sends its rows of every batch: the slices of one process's.
+    source = self.decoded_source(self.yuv, placement="host")
+    source.device_transforms(mesh_sharding(1), seed=0)
+    one = source.train_batches(8, seed=0, position=0, shard=slice(0, 8))
+    halves = [source.train_batches(8, seed=0, position=0, shard=s)
+              for s in (slice(0, 4), slice(4, 8))]
+    for _ in range(4):
+      images, labels, _ = next(one)
+      parts = [next(h) for h in halves]
+      np.testing.assert_array_equal(np.concatenate([p[0] for p in parts]), images)
+      np.testing.assert_array_equal(np.concatenate([p[1] for p in parts]), labels)
+    for stream in (one, *halves):
+      stream.close()
+
+  def test_evaluation_reads_every_image_once_then_weight_zero_padding(self):
+    sharding = mesh_sharding(2)
+    jpeg = list(input_pipeline.eval_batches(self.jpeg_source(), sharding, 4))
+    ours = list(input_pipeline.eval_batches(self.decoded_source(self.rgb), sharding, 4))
+    self.assertLen(ours, 2)  # 6 images in batches of 4
+    for batch, want in zip(ours, jpeg):
+      for got, expected in zip(batch, want):
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(expected))
+
+  def test_a_stopped_preparation_resumes_without_duplicating(self):
+    straight = os.path.join(self.tmp, "straight")
+    prepare.prepare(f"folder:{self.folder}", straight, image_format="decoded", size=STORED)
+    stopped = os.path.join(self.tmp, "stopped")
+    data = prepare.open_input(f"folder:{self.folder}", None)
+
+    class Stop(Exception):
+      pass
+
+    def stop_after(count):
+      def decode_many(items):
+        for i, item in enumerate(items):
+          if i == count:
+            raise Stop
+          yield prepare.decode_example(item, STORED)
+      return decode_many
+
+    # Stopped at the 13th image, after a progress record at 8: rows 8..11 are on disk, unrecorded.
+    with self.assertRaises(Stop):
+      decoded.prepare(data, stopped, source=f"folder:{self.folder}", colour="yuv420",
+                      size=STORED, encode_many=stop_after(12), checkpoint_images=8)
+    with self.assertRaisesRegex(UserError, "did not finish.*again to complete it"):
+      decoded.Manifest.read(stopped)
+    again = prepare.prepare(f"folder:{self.folder}", stopped, image_format="decoded",
+                            size=STORED)
+    self.assertEqual(again, decoded.Manifest.read(straight))
+    for name in ("train.images", "train.labels", "eval.images", "eval.labels"):
+      with open(os.path.join(stopped, name), "rb") as a, open(os.path.join(straight, name),
+                                                               "rb") as b:
+        self.assertEqual(a.read(), b.read(), name)
+    self.assertEqual(sorted(os.listdir(stopped)), sorted(os.listdir(straight)))
+    with self.assertRaisesRegex(UserError, "already holds a decoded preparation made with"):
+      prepare.prepare(f"folder:{self.folder}", stopped, image_format="decoded", colour="rgb",
+                      size=STORED)
+
+  def test_a_disk_shortfall_is_refused_before_anything_is_written(self):
+    out = os.path.join(self.tmp, "too_small")
+    needed = (TRAIN + 1 + EVAL) * (STORED * STORED * 3 + 4)  # the broken file is counted too
+    with self.assertRaises(UserError) as raised:
+      prepare.prepare(f"folder:{self.folder}", out, image_format="decoded", colour="rgb",
+                      size=STORED, free_disk=needed - 1)
+    message = str(raised.exception)
+    self.assertEqual(message, f"--out {out!r} needs 0.0 GB more for 31 images of 3,072 bytes "
+                              f"(rgb, 32²) and its disk has 0.0 GB free; free space or prepare "
+                              f"elsewhere (or with --colour=yuv420, half the bytes).")
+    self.assertFalse(os.path.exists(out))
+    prepare.prepare(f"folder:{self.folder}", out, image_format="decoded", colour="rgb",
+                    size=STORED, free_disk=needed)  # exactly enough is enough
+
+  def test_a_device_memory_shortfall_is_refused_before_anything_is_placed(self):
+    set_bytes = TRAIN * STORED * STORED * 3 // 2
+    source = self.decoded_source(self.yuv, placement="devices", device_memory=set_bytes // 8)
+    with self.assertRaisesRegex(UserError, r"^decoded_placement 'devices': the 0\.0 GB training "
+                                r"set of .* \(0\.0 GB per device split over the mesh's 2 data "
+                                r"shards\) does not fit in the 0\.0 GB each device has for it; "
+                                r"use decoded_placement = 'host' or 'auto'"):
+      source.device_transforms(mesh_sharding(2), seed=0)
+    self.assertEqual(source._placed, {})
+    # A limit the set fits exactly is enough; auto with too little goes to the host.
+    fits = self.decoded_source(self.yuv, placement="devices", device_memory=set_bytes)
+    self.assertEqual(fits.where(mesh_sharding(2).mesh), "replicated")
+    halves = self.decoded_source(self.yuv, placement="devices", device_memory=set_bytes // 2)
+    self.assertEqual(halves.where(mesh_sharding(2).mesh), "sharded")
+    auto = self.decoded_source(self.yuv, placement="auto", device_memory=set_bytes // 8)
+    self.assertEqual(auto.where(mesh_sharding(2).mesh), "host")
+
+  def test_the_config_names_a_decoded_set_and_bad_values_get_one_sentence(self):
+    config = default.get_config()
+    config.update(dataset=f"decoded:{self.yuv}", model="alexnet_owt_tiny",
+                  decoded_placement="host", global_batch_size=8)
+    spec = experiment.resolve(config)
+    with self.assertRaisesRegex(UserError, "image_size 64 is larger than the 32² images"):
+      experiment.load_dataset(spec)  # the default 64 does not fit these 32² images
+    source = input_pipeline.load(f"decoded:{self.yuv}", image_size=CROP,
+                                 decoded_placement=spec.data.decoded_placement)
+    self.assertEqual((source.placement, source.num_train, source.num_classes),
+                     ("host", TRAIN, CLASSES))
+    config.decoded_placement = "gpu"
+    with self.assertRaisesRegex(UserError, "decoded_placement"):
+      experiment.resolve(config)
+    for name, message in (("decoded:", "names no directory; write decoded:DIR"),
+                          (f"decoded:{self.jpegs}", "is not a decoded dataset"),
+                          (f"decoded:{self.tmp}/nowhere", "does not exist; make it with")):
+      with self.assertRaisesRegex(UserError, message):
+        input_pipeline.load(name, image_size=CROP)
+    with self.assertRaisesRegex(UserError, "larger than the 32² images decoded"):
+      input_pipeline.load(f"decoded:{self.yuv}", image_size=40)
+    with self.assertRaisesRegex(UserError, "--size 33 is odd"):
+      prepare.prepare(f"folder:{self.folder}", os.path.join(self.tmp, "odd"),
+                      image_format="decoded", size=33)
+
+
+if __name__ == "__main__":
+  absltest.main()
