@@ -1,5 +1,5 @@
 """benchmarks/speed/accelerator.py's dry run on the CPU: every section runs and reports, so that the
-one command meant for a freshly lent GPU does not rot between GPUs."""
+one command meant for a fresh GPU machine does not rot between GPUs."""
 
 import importlib.metadata
 import os
@@ -70,7 +70,7 @@ class DryRunTest(absltest.TestCase):
     self.assertEqual(list(report["sections"]), list(SECTIONS))  # the first call's, kept.
 
   def test_the_machines_packages_are_recorded(self):
-    # A lent GPU runs the suite under its own packages, not the pins: its failures are read
+    # A GPU machine runs the suite under its own packages, not the pins: its failures are read
     # against these.
     packages = self.section("environment")["packages"]
     self.assertEqual((packages["jax"], packages["flax"], packages["pytest"]),
@@ -158,7 +158,7 @@ class DryRunTest(absltest.TestCase):
 
   def test_the_cards_memory_and_clock_are_read_from_nvidia_smi(self):
     from benchmarks.speed import accelerator_tables  # no flags: importable here.
-    # What the lent H100 printed (docs/gpu_h100.json), read as the target-config check reads it.
+    # What the H100 printed (docs/gpu_h100.json), read as the target-config check reads it.
     card = accelerator_tables.nvidia_smi_card(
         "name, driver_version, memory.total [MiB], clocks.current.sm [MHz], clocks.max.sm [MHz], "
         "power.limit [W]\nNVIDIA H100 80GB HBM3, 580.159.04, 81559 MiB, 1980 MHz, 1980 MHz, "
@@ -181,6 +181,72 @@ class DryRunTest(absltest.TestCase):
     for name in SECTIONS:
       self.assertIn(f"## {name} (", report)
     self.assertIn("| alexnet_owt_tiny | bfloat16 | 8 |", report)
+
+
+class MeasureGpuScriptTest(absltest.TestCase):
+  """benchmarks/speed/measure_gpu.sh's feeding part, dry: the decoded set made, main.py fed by
+  each path and set against the step and against synthetic data, its JSON complete."""
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.out = tempfile.mkdtemp()
+    cls.run = subprocess.run(
+        ["bash", "benchmarks/speed/measure_gpu.sh", cls.out, "3000", "--dry_run",
+         "--parts=feeding"], cwd=ROOT, capture_output=True, text=True, timeout=2 * TIMEOUT_S)
+    with open(os.path.join(cls.out, "feeding.json")) as f:
+      cls.report = json.load(f)
+
+  def test_the_script_names_what_it_runs_and_says_nothing_of_how_it_is_lent(self):
+    self.assertEqual(self.run.returncode, 0, self.run.stderr[-2000:])
+    with open(os.path.join(ROOT, "benchmarks", "speed", "measure_gpu.sh")) as f:
+      self.assertNotIn("lent", f.read())
+    with open(os.path.join(self.out, "measure_gpu.log")) as f:
+      log = f.read()
+    self.assertIn("feeding: decoded set", log)
+    self.assertNotIn("== environment, trainer", log)  # only the part asked for ran
+    bad = subprocess.run(["bash", "benchmarks/speed/measure_gpu.sh", self.out, "--parts=feed"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=60)
+    self.assertEqual((bad.returncode, bad.stderr.strip()),
+                     (1, "error: unknown part 'feed'; choose from trainer, input_pipeline, "
+                         "feeding, suite."))
+
+  def test_every_path_is_set_against_the_step_and_synthetic_data(self):
+    rows = {row["source"]: row for row in self.report["feeding"]}
+    self.assertEqual(set(rows), {"synthetic", "decoded yuv420 on the devices",
+                                 "decoded yuv420 from host memory",
+                                 "prepared jpeg q90, a worker process per core"})
+    synthetic = rows["synthetic"]["trainer_images_per_sec"]
+    for name, row in rows.items():
+      self.assertNotIn("error", row, row.get("error"))
+      self.assertEqual((row["batch"], row["model"]), (16, "alexnet_owt_tiny"))
+      rate = row["trainer_images_per_sec"]
+      # Quotients of the row's figures, rounded to 3 places: within that rounding of them.
+      pairs = [("trainer_vs_pipelined_step", row["step_images_per_sec_pipelined"])]
+      if name != "synthetic":
+        pairs.append(("trainer_vs_synthetic", synthetic))
+      if name.startswith("prepared"):
+        pairs.append(("trainer_vs_jpeg_ceiling", row["jpeg_ceiling_images_per_sec"]))
+      for ratio, denominator in pairs:
+        self.assertTrue(testing.rounded(row[ratio], decimals=3).overlaps(
+            testing.Interval(rate / denominator, rate / denominator)), (ratio, row))
+      self.assertBetween(row["traced"]["busy_share"], 0.0, 1.0)
+    self.assertEqual(rows["decoded yuv420 on the devices"]["resident_images"], 64)
+    # The ceiling is every core at one core's measured decode rate.
+    (one_core,) = [p for p in self.report["pipelines"] if p["source"] == "prepared jpeg q90"]
+    self.assertAlmostEqual(rows["prepared jpeg q90, a worker process per core"]
+                           ["jpeg_ceiling_images_per_sec"],
+                           one_core["images_per_sec_median"] * os.cpu_count(), delta=0.05)
+
+  def test_the_decoded_formats_bytes_and_rates_are_recorded(self):
+    prepared = {row["colour"]: row for row in self.report["decoded_prepare"]}
+    self.assertEqual({c: prepared[c]["bytes_per_image"] for c in prepared},
+                     {"yuv420": 256 * 256 * 3 // 2, "rgb": 256 * 256 * 3})
+    self.assertEqual(prepared["yuv420"]["imagenet_train_gb"], 125.9)  # 1,281,167 × 98,304 B
+    self.assertGreater(prepared["yuv420"]["psnr_vs_rgb_db"], 30)
+    placements = [(row["source"], row["placement"]) for row in self.report["decoded"]]
+    self.assertEqual(placements, [(f"decoded {c}", p) for c in ("yuv420", "rgb")
+                                  for p in ("devices", "host", "host")])
 
 
 if __name__ == "__main__":

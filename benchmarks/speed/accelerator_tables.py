@@ -1,4 +1,4 @@
-"""The accelerator pages' tables (docs/gpu.md, docs/tpu.md): accelerator.py's report from a lent
+"""The accelerator pages' tables (docs/gpu.md, docs/tpu.md): accelerator.py's report from a
 GPU, and the compile-only TPU and GPU rows (tpu_compile.py, gpu_compile.py), rendered from their
 JSON by benchmarks/docs.py."""
 
@@ -100,7 +100,7 @@ def mock(report) -> str:
 
 
 # benchmarks/speed/accelerator.py: the datasheet description compile-only nodes are built from
-# (speed/gpu_topologies.py) against what the lent GPU reports.
+# (speed/gpu_topologies.py) against what the GPU reports.
 target_config = per_row(
     ("field", "{field}"), ("target config (datasheets)", "{target_config}"),
     ("this GPU reports", "{machine}"),

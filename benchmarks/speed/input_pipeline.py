@@ -2,6 +2,8 @@ r"""Images/s of the input pipelines alone (no model), per host core, and the tra
 
   python -m benchmarks.speed.input_pipeline [--sections=tfds,prepare,prepared] [--images=768] \
       [--batches=30] [--out=DIR | --publish] [--under=gpu_host]
+  python -m benchmarks.speed.input_pipeline --sections=decoded_prepare,decoded,feeding \
+      --feeding_batches=32 --feeding_steps=40 --under=decoded     # the decoded path
 
 Nothing is downloaded. The ImageNet-like images are real photographs (the three that ship with
 scikit-learn and matplotlib), cut at random places and saved as JPEGs of quality 90 at a spread of
@@ -20,8 +22,24 @@ Sections:
             separately as `device_finish_images_per_sec`): on one thread (one core), on a thread
             per core (the default) and on a worker process per core (`input_workers`).
   trainer   main.py fed by the prepared JPEGs against the bare step at the same settings, in the
-            same call (configs/imagenet_single.py's model in bfloat16; --trainer_batch); the
-            issue's ≥ 50% goal is stated for this on a GPU host. --dry_run: tiny sizes.
+            same call (configs/imagenet_single.py's model in bfloat16; --trainer_batch).
+  decoded_prepare
+            `prepare --format=decoded` of the folder in each colour layout (yuv420, rgb): images/s
+            per core (decode, crop and colour layout of each JPEG on one core, timed apart) and
+            on every core, bytes per image, the colour conversion's share, YUV 4:2:0's PSNR
+            against the RGB pixels, and what that makes for ImageNet's training set.
+  decoded   the decoded set read for a 224 model at global batch 256: on the devices, the
+            jitted gather + YUV→RGB + crop, flip, lighting, normalise of a batch of row numbers
+            (`device_images_per_sec`, on the first device); on the host, batches gathered from
+            the memory-mapped file on one thread and on a thread per core.
+  feeding   main.py on configs/imagenet_single.py's model in bfloat16 at each --feeding_batches,
+            fed by: synthetic data; the decoded set (YUV 4:2:0, --resident_images rows: the
+            benchmark's decoded photographs repeated) on the devices and from host memory; the
+            prepared JPEGs decoded in a worker process per core — each against the pipelined
+            bare step and against main.py on synthetic data, in one call, with the device's busy
+            share from a trace of a few steps; the JPEG row beside its ceiling (cores × one
+            core's decode rate, measured in the same call).
+--dry_run: tiny sizes.
 
 Prints one JSON object and writes it as input_pipeline.json under runs/input_pipeline/ (or --out;
 with --publish into docs/, which docs/input_pipeline.md's tables are made from; --dry_run writes
@@ -30,10 +48,12 @@ nothing unless --out or --publish is given):
 `images_per_sec_per_core`.
 """
 
+import dataclasses
 import json
 import os
 import platform
 import shutil
+import subprocess
 import tempfile
 import time
 
@@ -49,10 +69,10 @@ from benchmarks.common import main_runs, step_timing
 from configs import default, imagenet_single
 from hybrid_parallel import models, platforms
 from hybrid_parallel.analysis import costmodel
-from input_pipeline import prepare, prepared
+from input_pipeline import decoded, prepare, prepared
 
 ROOT = benchmarks.ROOT
-SECTIONS = ("tfds", "prepare", "prepared", "trainer")
+SECTIONS = ("tfds", "prepare", "prepared", "trainer", "decoded_prepare", "decoded", "feeding")
 
 _SECTIONS = benchmarks.define_choices("sections", SECTIONS, "Sections to run.",
                                       default=("tfds", "prepare", "prepared"))
@@ -63,6 +83,14 @@ _PHOTOS_DIR = flags.DEFINE_string(
     "the ones scikit-learn and matplotlib install; for a host without those).")
 _TRAINER_BATCH = flags.DEFINE_integer("trainer_batch", 256, "Global batch of the trainer rows.")
 _TRAINER_STEPS = flags.DEFINE_integer("trainer_steps", 200, "main.py steps in the trainer rows.")
+_FEEDING_BATCHES = flags.DEFINE_list("feeding_batches", ["256", "512"],
+                                     "Global batches of the feeding rows.")
+_FEEDING_STEPS = flags.DEFINE_integer("feeding_steps", 200, "main.py steps in the feeding rows.")
+_RESIDENT_IMAGES = flags.DEFINE_integer(
+    "resident_images", 150_000, "Rows of the decoded set the feeding rows train on (a GPU "
+    "host's 64 GiB disk holds 150,000 at 98 KB in YUV 4:2:0 with room for the rest).")
+_BUDGET_S = flags.DEFINE_float("budget_s", 0, "Seconds the feeding rows may take (0: no limit); "
+                               "a row that would start after it is recorded as skipped.")
 _DRY_RUN = flags.DEFINE_boolean("dry_run", False, "Tiny sizes: checks the script, measures "
                                 "nothing worth keeping (writes nothing unless --out or --publish is given).")
 _OUTPUT = benchmarks.define_output_flags("input_pipeline")
@@ -71,7 +99,8 @@ _UNDER = flags.DEFINE_string("under", None, "Write the result under this key of 
                              "rows of a GPU machine's host beside this machine's).")
 
 GLOBAL_BATCH = 256
-IMAGENET_IMAGES = 1_281_167 + 50_000  # train + validation
+IMAGENET_TRAIN = 1_281_167  # ILSVRC-2012's training images
+IMAGENET_IMAGES = IMAGENET_TRAIN + 50_000  # train + validation
 PHOTO_SIZES = ((500, 375),) * 4 + ((375, 500), (500, 333), (500, 500), (640, 480), (800, 600),
                                    (333, 500))
 # Well-tuned convnets reach 15-20% MFU (NVIDIA's ResNet-50 examples: 2,470 images/s on an
@@ -169,12 +198,14 @@ def tfds_row(jpegs: list[bytes], *, batches: int, examples: int) -> dict:
   return row
 
 
-def prepare_rows(folder: str, out_root: str, jpegs: list[bytes]) -> list[dict]:
-  """Prepares `folder` as JPEG q90 and as raw on every core (wall time, bytes); the per-core rate
-  — what ImageNet's core-hours follow from — is timed apart, on one core over `jpegs`: the whole
-  run's rate also holds the worker pool's start, a large share of a run this small."""
+def prepare_rows(folder: str, out_root: str, jpegs: list[bytes],
+                 formats: tuple[str, ...] = ("jpeg", "raw")) -> list[dict]:
+  """Prepares `folder` in each of `formats` (JPEG q90, raw) on every core (wall time, bytes); the
+  per-core rate — what ImageNet's core-hours follow from — is timed apart, on one core over
+  `jpegs`: the whole run's rate also holds the worker pool's start, a large share of a run this
+  small."""
   rows = []
-  for image_format in ("jpeg", "raw"):
+  for image_format in formats:
     settings = prepare.Settings("timing", image_format, 90 if image_format == "jpeg" else 0, 256)
     start = time.perf_counter()
     for i, encoded in enumerate(jpegs):
@@ -200,15 +231,15 @@ def prepare_rows(folder: str, out_root: str, jpegs: list[bytes]) -> list[dict]:
 
 
 def prepared_rows(out_root: str, *, batches: int, image_size: int,
-                  global_batch: int) -> list[dict]:
+                  global_batch: int, only_one_core: bool = False) -> list[dict]:
   """The prepared formats read for an `image_size` model: in this process, then a worker per
   core; and the on-device finish (crop, flip, lighting, normalise) of a batch on this machine's
-  first device."""
+  first device. `only_one_core`: the JPEGs on one thread alone (the JPEG path's per-core rate)."""
   rows = []
   cores = os.cpu_count()
-  for image_format in ("jpeg", "raw"):
+  for image_format in ("jpeg",) if only_one_core else ("jpeg", "raw"):
     # One core; then every core, as threads of this process or as worker processes.
-    for workers, threads in ((0, 1), (0, cores), (cores, 1)):
+    for workers, threads in ((0, 1),) if only_one_core else ((0, 1), (0, cores), (cores, 1)):
       source = prepared.PreparedDataset(os.path.join(out_root, image_format),
                                         image_size=image_size, workers=workers, threads=threads)
       quality = source.manifest.quality
@@ -222,7 +253,8 @@ def prepared_rows(out_root: str, *, batches: int, image_size: int,
       row["images_per_sec_per_core"] = round(row["images_per_sec_median"] / used, 1)
       rows.append(row)
       print(json.dumps(row), flush=True)
-  rows[-1]["device_finish_images_per_sec"] = device_finish_rate(source, global_batch)
+  if not only_one_core:
+    rows[-1]["device_finish_images_per_sec"] = device_finish_rate(source, global_batch)
   return rows
 
 
@@ -273,6 +305,176 @@ def trainer_rows(out_root: str, *, batch: int, steps: int, dry_run: bool) -> lis
   return rows
 
 
+def decoded_prepare_rows(folder: str, out_root: str, jpegs: list[bytes]) -> list[dict]:
+  """`prepare --format=decoded` of `folder` in each colour layout on every core; the per-core
+  rate (decode, crop and layout of each of `jpegs` on one core) and the layout's own cost timed
+  apart; YUV 4:2:0's PSNR against the RGB pixels."""
+  size = 256
+  images = [prepare.decode_example((i, encoded, 0), size)[1] for i, encoded in enumerate(jpegs)]
+  rows = []
+  for colour in decoded.COLOURS:
+    start = time.perf_counter()
+    for i, encoded in enumerate(jpegs):
+      decoded.encode_pixels(prepare.decode_example((i, encoded, 0), size)[1], colour)
+    per_core = len(jpegs) / (time.perf_counter() - start)
+    start = time.perf_counter()
+    stored = [decoded.encode_pixels(image, colour) for image in images]
+    layout_ms = 1e3 * (time.perf_counter() - start) / len(images)
+    out = os.path.join(out_root, colour)
+    start = time.perf_counter()
+    manifest = prepare.prepare(f"folder:{folder}", out, image_format="decoded", colour=colour,
+                               size=size, workers=os.cpu_count())
+    seconds = time.perf_counter() - start
+    written = sum(manifest.examples.values())
+    row = {"format": "decoded", "colour": colour, "size": size,
+           "images": written, "seconds": round(seconds, 1), "cores": os.cpu_count(),
+           "images_per_sec": round(written / seconds, 1),
+           "images_per_sec_per_core": round(per_core, 1),
+           "layout_ms_per_image": round(layout_ms, 3),
+           "bytes_per_image": manifest.bytes_per_image,
+           "imagenet_train_gb": round(manifest.bytes_per_image * IMAGENET_TRAIN / 1e9, 1),
+           "imagenet_train_gib": round(manifest.bytes_per_image * IMAGENET_TRAIN / 2**30, 1),
+           "imagenet_core_hours": round(IMAGENET_IMAGES / per_core / 3600, 2)}
+    if colour == "yuv420":
+      back = decoded.rows_to_rgb(np.stack(stored), colour=colour, size=size).astype(np.float64)
+      error = np.mean((back - np.stack(images).astype(np.float64)) ** 2)
+      row["psnr_vs_rgb_db"] = round(float(10 * np.log10(255.0**2 / error)), 1)
+      row["max_level_difference_vs_rgb"] = int(np.max(np.abs(back - np.stack(images))))
+    rows.append(row)
+    print(json.dumps(row), flush=True)
+  return rows
+
+
+def decoded_rows(out_root: str, *, batches: int, image_size: int,
+                 global_batch: int) -> list[dict]:
+  """Each colour layout read for an `image_size` model: on the first device, the jitted gather,
+  colour conversion and augmentation of a batch of row numbers; on the host, batches gathered
+  from the memory-mapped file on one thread and on a thread per core."""
+  device = jax.devices()[0]
+  sharding = NamedSharding(jax.make_mesh((1,), ("data",), devices=[device]), P("data"))
+  rows = []
+  for colour in decoded.COLOURS:
+    directory = os.path.join(out_root, colour)
+    resident = decoded.DecodedDataset(directory, image_size=image_size, placement="devices")
+    train, _ = resident.device_transforms(sharding, seed=0)
+    batch_rows = jax.device_put(np.random.default_rng(0).integers(
+        0, resident.num_train, global_batch).astype(np.int32), sharding)
+    milliseconds = step_timing.median_ms(lambda: train(batch_rows, 0).block_until_ready(), 10)
+    rows.append({"source": f"decoded {colour}", "placement": "devices",
+                 "image_size": image_size, "stored_size": resident.manifest.size,
+                 "global_batch": global_batch,
+                 "device_work": "gather, " + ("YUV→RGB, " if colour == "yuv420" else "")
+                 + "crop, flip, lighting, normalise",
+                 "device_images_per_sec": round(global_batch / (milliseconds / 1e3), 1)})
+    print(json.dumps(rows[-1]), flush=True)
+    for threads in (1, os.cpu_count()):
+      host = decoded.DecodedDataset(directory, image_size=image_size, placement="host",
+                                    threads=threads)
+      host.device_transforms(sharding, seed=0)
+      row = {"source": f"decoded {colour}", "placement": "host", "image_size": image_size,
+             "global_batch": global_batch, "workers": 0, "threads": threads, "cores": threads,
+             "host_work": "gather rows from the memory-mapped file"}
+      row.update(_rate(host, batches, global_batch=global_batch))
+      row["images_per_sec_per_core"] = round(row["images_per_sec_median"] / threads, 1)
+      rows.append(row)
+      print(json.dumps(row), flush=True)
+  return rows
+
+
+def repeated_set(source_dir: str, out: str, images: int) -> str:
+  """A decoded set of `images` training rows: `source_dir`'s rows (and labels) repeated, its
+  evaluation split as it is. What a set of ImageNet's size costs to hold and gather does not
+  depend on what its pixels show."""
+  manifest = decoded.Manifest.read(source_dir)
+  os.makedirs(out, exist_ok=True)
+  rows = manifest.images(source_dir, "train")
+  labels = manifest.labels(source_dir, "train")
+  with open(os.path.join(out, "train.images"), "wb") as f_images, \
+       open(os.path.join(out, "train.labels"), "wb") as f_labels:
+    for start in range(0, images, len(rows)):
+      count = min(len(rows), images - start)
+      f_images.write(np.asarray(rows[:count]).tobytes())
+      f_labels.write(labels[:count].astype("<i4").tobytes())
+  for name in ("eval.images", "eval.labels"):
+    shutil.copy(os.path.join(source_dir, name), os.path.join(out, name))
+  fields = dataclasses.asdict(manifest)
+  fields.update(examples={**manifest.examples, "train": images},
+                source=f"{manifest.source}, rows repeated to {images}")
+  with open(os.path.join(out, decoded.MANIFEST), "w") as f:
+    json.dump(fields, f, indent=1)
+  return out
+
+
+def feeding_rows(out_root: str, *, batches: list[int], steps: int, dry_run: bool,
+                 resident_images: int, jpeg_ceiling: float | None,
+                 budget_s: float) -> list[dict]:
+  """main.py at each of `batches`, fed by synthetic data, the decoded set on the devices and
+  from host memory, and the prepared JPEGs on a worker process per core; each against the
+  pipelined bare step of the same config and against main.py on synthetic data."""
+  deadline = time.perf_counter() + budget_s if budget_s else None
+  config = imagenet_single.get_config()
+  classes = decoded.Manifest.read(os.path.join(out_root, "decoded", "yuv420")).num_classes
+  model = "alexnet_owt_tiny" if dry_run else config.model
+  image_size = 64 if dry_run else config.image_size
+  start = time.perf_counter()
+  resident = repeated_set(os.path.join(out_root, "decoded", "yuv420"),
+                          os.path.join(out_root, "resident"), resident_images)
+  made_s = time.perf_counter() - start
+  cores = os.cpu_count()
+  paths = (("decoded yuv420 on the devices", (f"--config.dataset=decoded:{resident}",
+                                              "--config.decoded_placement=devices")),
+           ("decoded yuv420 from host memory", (f"--config.dataset=decoded:{resident}",
+                                                "--config.decoded_placement=host")),
+           ("prepared jpeg q90, a worker process per core",
+            (f"--config.dataset=prepared:{os.path.join(out_root, 'prepared', 'jpeg')}",
+             f"--config.input_workers={cores}")),
+           ("synthetic", ("--config.dataset=synthetic", f"--config.synthetic_classes={classes}",
+                          f"--config.synthetic_examples={max(batches) * 4}")))
+  log_every = max(1, steps // 4)
+  rows = []
+  for batch in batches:
+    config.update(model=model, image_size=image_size, dtype="bfloat16", global_batch_size=batch)
+    step = step_timing.measure(config, num_classes=classes, steps=20, warmup=3, pipelined=True)
+    synthetic_rate = None
+    for name, data in reversed(paths):  # synthetic first: the others are set against it.
+      row = {"source": name, "model": model, "dtype": "bfloat16", "batch": batch,
+             "image_size": image_size, "classes": classes}
+      if name.startswith("decoded"):
+        row.update(resident_images=resident_images, resident_set_made_s=round(made_s, 1))
+      if name.startswith("prepared") and jpeg_ceiling:
+        row["jpeg_ceiling_images_per_sec"] = jpeg_ceiling
+      if deadline and time.perf_counter() > deadline:
+        rows.append({**row, "skipped": "the time budget was spent"})
+        continue
+      overrides = (*data, f"--config.model={model}", f"--config.image_size={image_size}",
+                   "--config.dtype=bfloat16", f"--config.global_batch_size={batch}",
+                   f"--config.num_train_steps={steps}", f"--config.log_every_steps={log_every}",
+                   f"--config.eval_every_steps={steps}",
+                   f"--config.checkpoint_every_steps={steps}",
+                   f"--config.eval_batch_size={batch}")
+      try:
+        with tempfile.TemporaryDirectory() as workdirs:
+          run = main_runs.run_config(
+              "imagenet_single", workdirs, overrides=overrides,
+              run_name=f"feeding_{batch}", profile_steps=min(20, log_every - 1),
+              timeout_s=max(30.0, deadline - time.perf_counter()) if deadline else None)
+      except (main_runs.RunFailed, subprocess.TimeoutExpired) as e:
+        rows.append({**row, "error": benchmarks.without_machine_paths(str(e))[-2000:]})
+        print(json.dumps(rows[-1]), flush=True)
+        continue
+      row.update(main_runs.against_step(run, step))
+      rate = row["trainer_images_per_sec"]
+      if name == "synthetic":
+        synthetic_rate = rate
+      elif synthetic_rate:
+        row["trainer_vs_synthetic"] = round(rate / synthetic_rate, 3)
+      if "jpeg_ceiling_images_per_sec" in row:
+        row["trainer_vs_jpeg_ceiling"] = round(rate / jpeg_ceiling, 3)
+      rows.append(row)
+      print(json.dumps(row), flush=True)
+  return rows
+
+
 def cpu_model() -> str:
   """The host CPU's model name (Linux), else what the platform module knows."""
   try:
@@ -294,7 +496,8 @@ def main(argv):
   result = {
       "date": time.strftime("%Y-%m-%d"), "cpu": cpu_model(),
       "cpu_count": os.cpu_count(), "benchmark_images": images,
-      "pipelines": [], "prepare": [], "trainer": [],
+      "pipelines": [], "prepare": [], "trainer": [], "decoded_prepare": [], "decoded": [],
+      "feeding": [],
       "eight_h100_need": {
           "training_flops_per_image": round(flops / 1e9, 2) * 1e9,
           "assumed_mfu": CONVNET_MFU, "peak_flops_per_gpu": h100_peak,
@@ -307,8 +510,18 @@ def main(argv):
     if "tfds" in sections:
       result["pipelines"].append(tfds_row(jpegs, batches=batches,
                                           examples=GLOBAL_BATCH if dry else 2048))
-    if {"prepare", "prepared", "trainer"} & set(sections):
-      result["prepare"] = prepare_rows(folder, os.path.join(work, "prepared"), jpegs)
+    if {"prepare", "prepared", "trainer", "feeding"} & set(sections):
+      # The feeding rows read only the JPEGs.
+      formats = ("jpeg", "raw") if {"prepare", "prepared", "trainer"} & set(sections) else (
+          "jpeg",)
+      result["prepare"] = prepare_rows(folder, os.path.join(work, "prepared"), jpegs, formats)
+    if {"decoded_prepare", "decoded", "feeding"} & set(sections):
+      result["decoded_prepare"] = decoded_prepare_rows(folder, os.path.join(work, "decoded"),
+                                                       jpegs)
+    if "decoded" in sections:
+      result["decoded"] = decoded_rows(os.path.join(work, "decoded"), batches=batches,
+                                       image_size=64 if dry else 224,
+                                       global_batch=16 if dry else GLOBAL_BATCH)
     if "prepared" in sections:
       result["pipelines"] += prepared_rows(os.path.join(work, "prepared"),
                                            batches=batches,
@@ -318,6 +531,18 @@ def main(argv):
       result["trainer"] = trainer_rows(os.path.join(work, "prepared"),
                                        batch=16 if dry else _TRAINER_BATCH.value,
                                        steps=8 if dry else _TRAINER_STEPS.value, dry_run=dry)
+    if "feeding" in sections:
+      # The JPEG path's ceiling: every core decoding at one core's rate (read apart, here).
+      one_core = prepared_rows(os.path.join(work, "prepared"), batches=batches,
+                               image_size=64 if dry else 224,
+                               global_batch=16 if dry else GLOBAL_BATCH, only_one_core=True)
+      result["pipelines"] += one_core
+      ceiling = round(one_core[0]["images_per_sec_median"] * os.cpu_count(), 1)
+      result["feeding"] = feeding_rows(
+          work, batches=[16] if dry else [int(b) for b in _FEEDING_BATCHES.value],
+          steps=8 if dry else _FEEDING_STEPS.value, dry_run=dry,
+          resident_images=64 if dry else _RESIDENT_IMAGES.value, jpeg_ceiling=ceiling,
+          budget_s=_BUDGET_S.value)
   finally:
     shutil.rmtree(work, ignore_errors=True)
   print(json.dumps(result, indent=1))
