@@ -1,10 +1,18 @@
 r"""ImageNet with the one-column AlexNet on one device: torchvision's recipe, Krizhevsky's data.
 
-Prepare ImageNet once (shorter side 256, the central 256², JPEG q90; docs/input_pipeline.md has
-the time and disk it takes), then train:
+Prepare ImageNet once (shorter side 256, the central 256²; docs/input_pipeline.md has the time
+and disk each format takes and which to pick for which machine), then train. Decoded once to
+YUV 4:2:0 (117.3 GiB), held in one H200's memory and gathered inside the step:
+
+  python -m input_pipeline.prepare --source=imagenet2012 --out=DIR --format=decoded
+  XLA_PYTHON_CLIENT_MEM_FRACTION=0.95 python main.py --config=configs/imagenet_single.py \
+      --config.dataset=decoded:DIR
+
+or as JPEG q90 (25 GB), decoded on every host core each epoch:
 
   python -m input_pipeline.prepare --source=imagenet2012 --out=DIR
-  python main.py --config=configs/imagenet_single.py --config.dataset=prepared:DIR
+  python main.py --config=configs/imagenet_single.py --config.dataset=prepared:DIR \
+      --config.input_workers=16
 
 Recipe (torchvision's reference for this net): batch 256, SGD with momentum 0.9, learning rate
 0.01, weight decay 1e-4, 90 epochs, the rate ÷ 10 after epochs 30 and 60; random 224² crops of
@@ -16,10 +24,11 @@ Expected: 56.52% top-1 / 79.07% top-5 on the validation set (torchvision's publi
 Not yet measured here.
 
 Expected time on one H200: at least 28 min (90 epochs × 1,281,167 images at the bare bfloat16
-step's 69,037 images/s at batch 256, docs/gpu.md). The input bounds it: on a lent H100's 16-core
+step's 69,037 images/s at batch 256, docs/gpu.md), if the input keeps up: on an H100's 16-core
 host (docs/input_pipeline.md), main.py fed by prepared JPEG q90 ran 9,386 images/s with a decoding
 thread per core and 17,442 with `input_workers = 16` (0.15× and 0.27× the bare step; raw uint8
-10,236 on threads) — at 17,442, 90 epochs take ~1.8 hours. Preparing ImageNet takes ~1.0
+10,236 on threads) — at 17,442, 90 epochs take ~1.8 hours. The decoded set on the device is
+built to keep up with the step; its GPU figures are not yet measured. Preparing ImageNet takes ~1.0
 core-hour and 24.9 GB (raw: 262 GB) on the 2-core machine's cores, 1.6 on that host's.
 """
 
@@ -30,7 +39,7 @@ def get_config():
   config = default.for_scheme("single", 1, 1, global_batch_size=256)
   config.model = "alexnet_owt"
   config.dtype = "bfloat16"
-  config.dataset = "prepared:imagenet2012-256-jpeg90"  # the --out of input_pipeline.prepare
+  config.dataset = "decoded:imagenet2012-256-yuv420"  # the --out of input_pipeline.prepare
   config.image_size = 224
   config.base_learning_rate = 0.01
   config.reference_batch_size = 256

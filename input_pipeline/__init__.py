@@ -35,6 +35,7 @@ import threading
 
 import jax
 import numpy as np
+from absl import logging
 from jax.experimental import multihost_utils
 from jax.sharding import NamedSharding
 
@@ -171,22 +172,28 @@ def to_global(sharding: NamedSharding, *host_arrays: np.ndarray, global_batch: i
   through pinned host memory first, where the devices have it (a GPU's DMA engine reads pinned
   memory directly, without the driver's copy into a staging buffer; the CPU backend has no pinned
   memory, and there `staged` changes nothing)."""
-  pinned = staged and _has_pinned_host(sharding)
   made = []
   for a in host_arrays:
     shape = (global_batch,) + a.shape[1:]
-    if pinned:
-      on_host = jax.make_array_from_process_local_data(
-          sharding.with_memory_kind("pinned_host"), a, shape)
-      made.append(jax.device_put(on_host, sharding))
-    else:
-      made.append(jax.make_array_from_process_local_data(sharding, a, shape))
+    if staged and _has_pinned_host(sharding):
+      try:
+        on_host = jax.make_array_from_process_local_data(
+            sharding.with_memory_kind("pinned_host"), a, shape)
+        made.append(jax.device_put(on_host, sharding))
+        continue
+      except Exception as e:  # noqa: BLE001 — a backend that lists the memory but refuses it
+        _NO_PINNED_HOST.add(sharding.mesh.devices.flat[0].platform)
+        logging.warning("transfers go unstaged: pinned host memory was refused (%s)", e)
+    made.append(jax.make_array_from_process_local_data(sharding, a, shape))
   return tuple(made)
+
+
+_NO_PINNED_HOST = set()  # platforms whose pinned host memory was refused once.
 
 
 def _has_pinned_host(sharding: NamedSharding) -> bool:
   device = next(iter(sharding.addressable_devices))
-  if device.platform == "cpu":
+  if device.platform == "cpu" or device.platform in _NO_PINNED_HOST:
     return False
   try:
     return "pinned_host" in {memory.kind for memory in device.addressable_memories()}
@@ -210,8 +217,8 @@ def train_iterator(source, sharding: NamedSharding, global_batch: int, *, seed: 
   A background thread reads the host batches and starts their transfers up to `prefetch` batches
   ahead of the step that takes them (transfers, not computations: they add no step in flight; a
   batch is finished on the devices as it is handed out); a source whose batches are images of
-  a size worth it (`transfer_threads` > 1: the decoded set gathered on the host) has that many
-  transfers in flight at once, staged in pinned host memory. The batches and positions are
+  a size worth it (`transfer_threads` > 1: the prepared images, the decoded set gathered on the
+  host) has that many transfers in flight at once, staged in pinned host memory. The batches and positions are
   those of the host iterator, in its order: reading ahead changes nothing a checkpoint records.
   """
   finish, _ = source.device_transforms(sharding, seed=seed)  # places a resident set first.

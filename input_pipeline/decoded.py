@@ -424,7 +424,8 @@ class DecodedDataset(StepPositioned):
           f"decoded_placement 'devices': the {_gb(self.set_bytes)} training set of "
           f"{self.directory!r} ({_gb(share)} per device split over the mesh's {data} data "
           f"shards) does not fit in the {_gb(budget)} each device has for it; use "
-          f"decoded_placement = 'host' or 'auto', more devices, or --colour=yuv420.")
+          f"decoded_placement = 'host' or 'auto', or more devices"
+          + (", or --colour=yuv420." if self.manifest.colour == "rgb" else "."))
     return "host"
 
   # --- the source interface (source.py) ---------------------------------------------------------
@@ -505,9 +506,10 @@ class DecodedDataset(StepPositioned):
 
     def read(index):
       start, stop, _ = index[0].indices(rows)
-      block = np.zeros((stop - start, images.shape[1]), np.uint8)
-      block[:max(0, min(stop, self.num_train) - start)] = images[start:min(stop,
-                                                                           self.num_train)]
+      if stop <= self.num_train:
+        return images[start:stop]  # straight from the mapped file: no copy of the set here
+      block = np.zeros((stop - start, images.shape[1]), np.uint8)  # the last share, padded
+      block[:max(0, self.num_train - start)] = images[start:self.num_train]
       return block
 
     return jax.make_array_from_callback((rows, images.shape[1]), sharding, read)

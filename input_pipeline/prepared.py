@@ -249,6 +249,10 @@ class PreparedDataset(StepPositioned):
     self.num_eval = self.manifest.examples["eval"]
     self.mean, self.std = self.manifest.mean, self.manifest.std
 
+  # Host→device transfers in flight (input_pipeline.train_iterator): a single transfer at a time
+  # bounds what a host can feed a GPU well below what its cores decode (docs/input_pipeline.md).
+  transfer_threads = 4
+
   def _paths(self, split: str):
     return tuple(os.path.join(self.directory, f) for f in self.manifest.files[split])
 

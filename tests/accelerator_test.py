@@ -193,8 +193,13 @@ class MeasureGpuScriptTest(absltest.TestCase):
     cls.out = tempfile.mkdtemp()
     cls.run = subprocess.run(
         ["bash", "benchmarks/speed/measure_gpu.sh", cls.out, "3000", "--dry_run",
-         "--parts=feeding"], cwd=ROOT, capture_output=True, text=True, timeout=2 * TIMEOUT_S)
-    with open(os.path.join(cls.out, "feeding.json")) as f:
+         "--parts=feeding"], cwd=ROOT, capture_output=True, text=True, timeout=2 * TIMEOUT_S,
+        env={**os.environ, "PYTHON": sys.executable})  # the script runs this python
+    report = os.path.join(cls.out, "feeding.json")
+    if not os.path.exists(report):
+      with open(os.path.join(cls.out, "measure_gpu.log")) as f:
+        raise AssertionError(f.read()[-3000:])
+    with open(report) as f:
       cls.report = json.load(f)
 
   def test_the_script_names_what_it_runs_and_says_nothing_of_how_it_is_lent(self):
@@ -246,7 +251,8 @@ class MeasureGpuScriptTest(absltest.TestCase):
     self.assertGreater(prepared["yuv420"]["psnr_vs_rgb_db"], 30)
     placements = [(row["source"], row["placement"]) for row in self.report["decoded"]]
     self.assertEqual(placements, [(f"decoded {c}", p) for c in ("yuv420", "rgb")
-                                  for p in ("devices", "host", "host")])
+                                  for p in ("devices", "host", "host")]
+                     + [("host→device transfers", "transfer")])
 
 
 if __name__ == "__main__":

@@ -378,7 +378,37 @@ def decoded_rows(out_root: str, *, batches: int, image_size: int,
       row["images_per_sec_per_core"] = round(row["images_per_sec_median"] / threads, 1)
       rows.append(row)
       print(json.dumps(row), flush=True)
+  rows.append(transfer_rates(sharding, global_batch=global_batch,
+                             row_bytes=decoded.bytes_per_image("yuv420", 256), batches=batches))
   return rows
+
+
+def transfer_rates(sharding, *, global_batch: int, row_bytes: int, batches: int) -> dict:
+  """Images/s of host→device transfers of batches of `row_bytes` rows: one at a time, four in
+  flight, and four in flight staged in pinned host memory (where the backend has it)."""
+  import input_pipeline
+  from input_pipeline.decoded import ordered_map
+  host = np.random.default_rng(0).integers(0, 256, (global_batch, row_bytes), dtype=np.uint8)
+  labels = np.zeros(global_batch, np.int32)
+  count = max(8, 2 * batches)
+  row = {"source": "host→device transfers", "placement": "transfer",
+         "global_batch": global_batch, "row_bytes": row_bytes,
+         "pinned_host": input_pipeline._has_pinned_host(sharding)}
+  for name, threads, staged in (("one_at_a_time", 1, False), ("four_in_flight", 4, False),
+                                ("four_in_flight_pinned", 4, True)):
+    def transfer(_):
+      return input_pipeline.to_global(sharding, host, labels, global_batch=global_batch,
+                                      staged=staged)
+
+    rates = []
+    for _ in range(3):
+      start = time.perf_counter()
+      for images, _ in ordered_map(transfer, range(count), threads=threads, ahead=threads):
+        images.block_until_ready()
+      rates.append(count * global_batch / (time.perf_counter() - start))
+    row[f"{name}_images_per_sec"] = round(float(np.median(rates)), 1)
+  print(json.dumps(row), flush=True)
+  return row
 
 
 def repeated_set(source_dir: str, out: str, images: int) -> str:

@@ -86,6 +86,63 @@ input_pipeline_trainer = per_row(
     TRACED, rows=lambda result: result["trainer"], optional=(TRACED[0],))
 
 
+# The decoded format (`prepare --format=decoded`) in each colour layout, and ImageNet's train split.
+input_pipeline_decoded_prepare = per_row(
+    ("colour", lambda p: {"yuv420": "YUV 4:2:0", "rgb": "RGB"}[p["colour"]] + f", {p['size']}²"),
+    ("bytes per image", "{bytes_per_image:,}"),
+    ("prepare images/s per core", "{images_per_sec_per_core:,.0f}"),
+    ("of it the colour layout, ms", "{layout_ms_per_image:.2f}"),
+    ("ImageNet train set", "{imagenet_train_gb:,.1f} GB ({imagenet_train_gib:,.1f} GiB)"),
+    ("ImageNet core-hours", "{imagenet_core_hours:,.1f}"),
+    ("PSNR against RGB", lambda p: f"{p['psnr_vs_rgb_db']} dB" if "psnr_vs_rgb_db" in p else "—"),
+    rows=lambda result: result["decoded"]["decoded_prepare"])
+
+
+def _decoded_rate(row) -> str:
+  rate = row.get("device_images_per_sec", row.get("images_per_sec_median"))
+  return f"{rate:,.0f}"
+
+
+# The decoded set read: on the first device (gather + convert + augment) and on host threads.
+_decoded_reads = per_row(
+    ("source", "{source}"), ("where", lambda r: "on the device" if r["placement"] == "devices"
+                             else f"host, {r['threads']} thread" + "s" * (r["threads"] > 1)),
+    ("work per batch", lambda r: r.get("device_work") or r["host_work"]),
+    ("images/s (median)", _decoded_rate),
+    rows=lambda result: [r for r in result["decoded"]["decoded"] if r["placement"] != "transfer"])
+
+
+def input_pipeline_decoded(result) -> str:
+  """The decoded set's reads, then what a host→device transfer of its batches runs at."""
+  moves = [r for r in result["decoded"]["decoded"] if r["placement"] == "transfer"]
+  if not moves:  # a report made before transfers were timed
+    return _decoded_reads(result)
+  moves = moves[0]
+  return _decoded_reads(result) + "\n\n" + table(
+      ["host→device transfers of batches of YUV rows", "images/s"],
+      [["one at a time", f"{moves['one_at_a_time_images_per_sec']:,.0f}"],
+       ["four in flight", f"{moves['four_in_flight_images_per_sec']:,.0f}"],
+       ["four in flight, staged in pinned host memory" + ("" if moves["pinned_host"] else
+                                                          " (none here: the same transfers)"),
+        f"{moves['four_in_flight_pinned_images_per_sec']:,.0f}"]])
+
+
+def _vs(key):
+  return lambda r: f"{r[key]:.3f}" if key in r else "—"
+
+
+# main.py fed by each path against the pipelined bare step and against synthetic data.
+input_pipeline_feeding = per_row(
+    ("source", "{source}"), ("model", "{model}, {dtype}, {image_size}²"), ("batch", "{batch}"),
+    ("main.py images/s (median)", lambda r: f"{r['trainer_images_per_sec']:,.0f}"
+     if "trainer_images_per_sec" in r else r.get("skipped", "error")),
+    ("÷ pipelined step", _vs("trainer_vs_pipelined_step")),
+    ("÷ main.py on synthetic", _vs("trainer_vs_synthetic")),
+    ("÷ JPEG ceiling", lambda r: f"{r['trainer_vs_jpeg_ceiling']:.3f} of "
+     f"{r['jpeg_ceiling_images_per_sec']:,.0f}" if "trainer_vs_jpeg_ceiling" in r else "—"),
+    TRACED, rows=lambda result: result["decoded"]["feeding"], optional=(TRACED[0],))
+
+
 def _gpu_host(render):
   """A table of input_pipeline.json's `gpu_host` rows (written there by --under=gpu_host)."""
   return lambda result: render(result["gpu_host"])
@@ -102,4 +159,8 @@ TABLES = {"throughput": (throughput, "throughput.json"),
           "input_pipeline_gpu_host_prepare": (_gpu_host(input_pipeline_prepare),
                                               "input_pipeline.json"),
           "input_pipeline_gpu_host_trainer": (_gpu_host(input_pipeline_trainer),
-                                              "input_pipeline.json")}
+                                              "input_pipeline.json"),
+          "input_pipeline_decoded_prepare": (input_pipeline_decoded_prepare,
+                                             "input_pipeline.json"),
+          "input_pipeline_decoded": (input_pipeline_decoded, "input_pipeline.json"),
+          "input_pipeline_feeding": (input_pipeline_feeding, "input_pipeline.json")}
