@@ -226,15 +226,21 @@ class Experiment:
 
 
 def load_dataset(spec: RunSpec):
-  """The input pipeline's source for the run's data (input_pipeline.load)."""
+  """The input pipeline's source for the run's data (input_pipeline.load); a decoded set's place
+  (on the devices or the host) is settled here, before any work: a shortfall is a UserError."""
   data = spec.data
-  return input_pipeline.load(
+  source = input_pipeline.load(
       data.dataset, image_size=spec.image_size, seed=spec.seed,
       synthetic_examples=data.synthetic_examples, synthetic_classes=data.synthetic_classes,
       data_dir=data.data_dir or None, download=data.tfds_download,
       input_shards=data.input_shards, shuffle_buffer=data.shuffle_buffer,
       pca_lighting_std=data.pca_lighting_std, eval_crops=data.eval_crops,
       input_workers=data.input_workers, decoded_placement=data.decoded_placement)
+  if hasattr(source, "settle"):  # a decoded set: does it fit on the devices? Before any work.
+    plan = spec.plan
+    source.settle(mesh_lib.pick_devices(plan.data * plan.model)[0][:plan.data * plan.model],
+                  data=plan.data)
+  return source
 
 
 def steps_to_train(spec: RunSpec, steps_per_epoch: int) -> int:

@@ -406,13 +406,21 @@ class DecodedDataset(StepPositioned):
   def set_bytes(self) -> int:
     return self.num_train * self.manifest.bytes_per_image
 
+  def settle(self, devices, *, data: int) -> str:
+    """Decides, before any work, where the set goes on a mesh of `devices` (this process's
+    among them are used) whose "data" axis has `data` devices: `where`'s answer, kept."""
+    local = [d for d in devices if d.process_index == jax.process_index()]
+    self._resident = self._where(local, data=data)
+    return self._resident
+
   def where(self, mesh) -> str:
     """Where the training set goes on `mesh`: "replicated" (a copy on every device), "sharded"
     (each device its share of the rows over "data") or "host"; a UserError, before anything is
     read, where the set was asked onto the devices and does not fit there."""
-    devices = mesh.local_devices
+    return self._where(mesh.local_devices, data=mesh.shape.get("data", 1))
+
+  def _where(self, devices, *, data: int) -> str:
     budget = device_memory_bytes(devices) if self.device_memory is None else self.device_memory
-    data = mesh.shape.get("data", 1)
     share = -(-self.num_train // data) * self.manifest.bytes_per_image
     if self.placement != "host":
       if self.set_bytes <= budget:

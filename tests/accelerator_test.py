@@ -191,7 +191,7 @@ class MeasureGpuScriptTest(absltest.TestCase):
   def setUpClass(cls):
     super().setUpClass()
     cls.out = tempfile.mkdtemp()
-    cls.run = subprocess.run(
+    cls.script = subprocess.run(
         ["bash", "benchmarks/speed/measure_gpu.sh", cls.out, "3000", "--dry_run",
          "--parts=feeding"], cwd=ROOT, capture_output=True, text=True, timeout=2 * TIMEOUT_S,
         env={**os.environ, "PYTHON": sys.executable})  # the script runs this python
@@ -203,7 +203,7 @@ class MeasureGpuScriptTest(absltest.TestCase):
       cls.report = json.load(f)
 
   def test_the_script_names_what_it_runs_and_says_nothing_of_how_it_is_lent(self):
-    self.assertEqual(self.run.returncode, 0, self.run.stderr[-2000:])
+    self.assertEqual(self.script.returncode, 0, self.script.stderr[-2000:])
     with open(os.path.join(ROOT, "benchmarks", "speed", "measure_gpu.sh")) as f:
       self.assertNotIn("lent", f.read())
     with open(os.path.join(self.out, "measure_gpu.log")) as f:

@@ -86,6 +86,10 @@ _TRAINER_STEPS = flags.DEFINE_integer("trainer_steps", 200, "main.py steps in th
 _FEEDING_BATCHES = flags.DEFINE_list("feeding_batches", ["256", "512"],
                                      "Global batches of the feeding rows.")
 _FEEDING_STEPS = flags.DEFINE_integer("feeding_steps", 200, "main.py steps in the feeding rows.")
+_FEEDING_MODEL = flags.DEFINE_string(
+    "feeding_model", None, "The feeding rows' model and input side (default: "
+    "configs/imagenet_single.py's, alexnet_owt at 224; a CPU may take alexnet_owt_tiny at 64).")
+_FEEDING_IMAGE_SIZE = flags.DEFINE_integer("feeding_image_size", None, "See --feeding_model.")
 _RESIDENT_IMAGES = flags.DEFINE_integer(
     "resident_images", 150_000, "Rows of the decoded set the feeding rows train on (a GPU "
     "host's 64 GiB disk holds 150,000 at 98 KB in YUV 4:2:0 with room for the rest).")
@@ -444,8 +448,8 @@ def feeding_rows(out_root: str, *, batches: list[int], steps: int, dry_run: bool
   deadline = time.perf_counter() + budget_s if budget_s else None
   config = imagenet_single.get_config()
   classes = decoded.Manifest.read(os.path.join(out_root, "decoded", "yuv420")).num_classes
-  model = "alexnet_owt_tiny" if dry_run else config.model
-  image_size = 64 if dry_run else config.image_size
+  model = "alexnet_owt_tiny" if dry_run else _FEEDING_MODEL.value or config.model
+  image_size = 64 if dry_run else _FEEDING_IMAGE_SIZE.value or config.image_size
   start = time.perf_counter()
   resident = repeated_set(os.path.join(out_root, "decoded", "yuv420"),
                           os.path.join(out_root, "resident"), resident_images)
