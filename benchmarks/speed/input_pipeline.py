@@ -441,7 +441,7 @@ def repeated_set(source_dir: str, out: str, images: int) -> str:
 
 def feeding_rows(out_root: str, *, batches: list[int], steps: int, dry_run: bool,
                  resident_images: int, jpeg_ceiling: float | None,
-                 budget_s: float) -> list[dict]:
+                 budget_s: float, jpeg_path: bool = True) -> list[dict]:
   """main.py at each of `batches`, fed by synthetic data, the decoded set on the devices and
   from host memory, and the prepared JPEGs on a worker process per core; each against the
   pipelined bare step of the same config and against main.py on synthetic data."""
@@ -479,6 +479,9 @@ def feeding_rows(out_root: str, *, batches: list[int], steps: int, dry_run: bool
         row["jpeg_ceiling_images_per_sec"] = jpeg_ceiling
       if deadline and time.perf_counter() > deadline:
         rows.append({**row, "skipped": "the time budget was spent"})
+        continue
+      if name.startswith("prepared") and not jpeg_path:
+        rows.append({**row, "skipped": "the JPEG path's readers are not installed"})
         continue
       overrides = (*data, f"--config.model={model}", f"--config.image_size={image_size}",
                    "--config.dtype=bfloat16", f"--config.global_batch_size={batch}",
@@ -544,11 +547,16 @@ def main(argv):
     if "tfds" in sections:
       result["pipelines"].append(tfds_row(jpegs, batches=batches,
                                           examples=GLOBAL_BATCH if dry else 2048))
-    if {"prepare", "prepared", "trainer", "feeding"} & set(sections):
-      # The feeding rows read only the JPEGs.
-      formats = ("jpeg", "raw") if {"prepare", "prepared", "trainer"} & set(sections) else (
-          "jpeg",)
-      result["prepare"] = prepare_rows(folder, os.path.join(work, "prepared"), jpegs, formats)
+    jpeg_path = True  # the JPEG path's readers (Grain, ArrayRecord, simplejpeg) are here
+    if {"prepare", "prepared", "trainer"} & set(sections):
+      result["prepare"] = prepare_rows(folder, os.path.join(work, "prepared"), jpegs)
+    elif "feeding" in sections:  # the feeding rows read only the JPEGs, and go on without them
+      try:
+        result["prepare"] = prepare_rows(folder, os.path.join(work, "prepared"), jpegs,
+                                         ("jpeg",))
+      except ModuleNotFoundError as e:
+        jpeg_path = False
+        result["prepare"] = [{"format": "jpeg", "skipped": f"{e.name} is not installed"}]
     if {"decoded_prepare", "decoded", "feeding"} & set(sections):
       result["decoded_prepare"] = decoded_prepare_rows(folder, os.path.join(work, "decoded"),
                                                        jpegs)
@@ -566,17 +574,18 @@ def main(argv):
                                        batch=16 if dry else _TRAINER_BATCH.value,
                                        steps=8 if dry else _TRAINER_STEPS.value, dry_run=dry)
     if "feeding" in sections:
-      # The JPEG path's ceiling: every core decoding at one core's rate (read apart, here).
-      one_core = prepared_rows(os.path.join(work, "prepared"), batches=batches,
-                               image_size=64 if dry else 224,
-                               global_batch=16 if dry else GLOBAL_BATCH, only_one_core=True)
-      result["pipelines"] += one_core
-      ceiling = round(one_core[0]["images_per_sec_median"] * os.cpu_count(), 1)
+      ceiling = None
+      if jpeg_path:  # its ceiling: every core decoding at one core's rate (read apart, here)
+        one_core = prepared_rows(os.path.join(work, "prepared"), batches=batches,
+                                 image_size=64 if dry else 224,
+                                 global_batch=16 if dry else GLOBAL_BATCH, only_one_core=True)
+        result["pipelines"] += one_core
+        ceiling = round(one_core[0]["images_per_sec_median"] * os.cpu_count(), 1)
       result["feeding"] = feeding_rows(
           work, batches=[16] if dry else [int(b) for b in _FEEDING_BATCHES.value],
           steps=8 if dry else _FEEDING_STEPS.value, dry_run=dry,
           resident_images=64 if dry else _RESIDENT_IMAGES.value, jpeg_ceiling=ceiling,
-          budget_s=_BUDGET_S.value)
+          budget_s=_BUDGET_S.value, jpeg_path=jpeg_path)
   finally:
     shutil.rmtree(work, ignore_errors=True)
   print(json.dumps(result, indent=1))
