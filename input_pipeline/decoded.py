@@ -35,7 +35,7 @@ batches are the same on any mesh and process count. Where the set goes (`placeme
            it; the CPU backend has none, and there a transfer is a copy), finished on the
            devices the same way;
   auto     devices where the set fits in the devices' free memory less `RESERVE_BYTES` for the
-           model, else host.
+           model, else host; host on CPU devices (the host's own cores).
 """
 
 import concurrent.futures
@@ -420,6 +420,10 @@ class DecodedDataset(StepPositioned):
     return self._where(mesh.local_devices, data=mesh.shape.get("data", 1))
 
   def _where(self, devices, *, data: int) -> str:
+    if self.placement == "auto" and devices[0].platform == "cpu":
+      # CPU "devices" are the host's own cores: gathering and converting whole rows inside the
+      # step costs it, gathering on host threads does not (docs/input_pipeline.md).
+      return "host"
     budget = device_memory_bytes(devices) if self.device_memory is None else self.device_memory
     share = -(-self.num_train // data) * self.manifest.bytes_per_image
     if self.placement != "host":

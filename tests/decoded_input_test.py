@@ -181,7 +181,7 @@ class DecodedTest(absltest.TestCase):
     whole = finished_batches(self.decoded_source(self.yuv, placement="devices"),
                              mesh_sharding(1), position=0, steps=5)  # 3 steps an epoch
     for devices, memory in ((8, None), (8, TRAIN * 3 * STORED**2 // 2 // 4), (2, None)):
-      source = self.decoded_source(self.yuv, placement="auto", device_memory=memory)
+      source = self.decoded_source(self.yuv, placement="devices", device_memory=memory)
       for start in (0, 2, 3, 4):  # before, at and after the epoch boundary
         resumed = finished_batches(source, mesh_sharding(devices), position=start,
                                    steps=5 - start)
@@ -284,8 +284,8 @@ class DecodedTest(absltest.TestCase):
     self.assertEqual(fits.where(mesh_sharding(2).mesh), "replicated")
     halves = self.decoded_source(self.yuv, placement="devices", device_memory=set_bytes // 2)
     self.assertEqual(halves.where(mesh_sharding(2).mesh), "sharded")
-    auto = self.decoded_source(self.yuv, placement="auto", device_memory=set_bytes // 8)
-    self.assertEqual(auto.where(mesh_sharding(2).mesh), "host")
+    auto = self.decoded_source(self.yuv, placement="auto", device_memory=set_bytes)
+    self.assertEqual(auto.where(mesh_sharding(2).mesh), "host")  # CPU devices: the host's cores
 
   def test_the_config_names_a_decoded_set_and_bad_values_get_one_sentence(self):
     config = default.get_config()
