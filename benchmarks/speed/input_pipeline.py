@@ -202,7 +202,7 @@ def tfds_row(jpegs: list[bytes], *, batches: int, examples: int) -> dict:
   return row
 
 
-def prepare_rows(folder: str, out_root: str, jpegs: list[bytes],
+def prepare_rows(folder: str, out_root: str, jpegs: list[bytes], *,
                  formats: tuple[str, ...] = ("jpeg", "raw")) -> list[dict]:
   """Prepares `folder` in each of `formats` (JPEG q90, raw) on every core (wall time, bytes); the
   per-core rate — what ImageNet's core-hours follow from — is timed apart, on one core over
@@ -553,7 +553,7 @@ def main(argv):
     elif "feeding" in sections:  # the feeding rows read only the JPEGs, and go on without them
       try:
         result["prepare"] = prepare_rows(folder, os.path.join(work, "prepared"), jpegs,
-                                         ("jpeg",))
+                                         formats=("jpeg",))
       except ModuleNotFoundError as e:
         jpeg_path = False
         result["prepare"] = [{"format": "jpeg", "skipped": f"{e.name} is not installed"}]
