@@ -238,8 +238,11 @@ def load_dataset(spec: RunSpec):
       input_workers=data.input_workers, decoded_placement=data.decoded_placement)
   if hasattr(source, "settle"):  # a decoded set: does it fit on the devices? Before any work.
     plan = spec.plan
-    source.settle(mesh_lib.pick_devices(plan.data * plan.model)[0][:plan.data * plan.model],
-                  data=plan.data)
+    needed = plan.data * plan.model
+    # The devices the mesh will use: the default backend's, or CPU stand-ins where it has too
+    # few (mesh_lib.pick_devices refuses that case itself, unless stand-ins were asked for).
+    devices = jax.devices() if len(jax.devices()) >= needed else jax.devices("cpu")
+    source.settle(devices[:needed], data=plan.data)
   return source
 
 

@@ -195,7 +195,7 @@ class MeasureGpuScriptTest(absltest.TestCase):
         ["bash", "benchmarks/speed/measure_gpu.sh", cls.out, "3000", "--dry_run",
          "--parts=feeding"], cwd=ROOT, capture_output=True, text=True, timeout=2 * TIMEOUT_S,
         env={**os.environ, "PYTHON": sys.executable})  # the script runs this python
-    report = os.path.join(cls.out, "feeding.json")
+    report = os.path.join(cls.out, "feeding", "input_pipeline.json")
     if not os.path.exists(report):
       with open(os.path.join(cls.out, "measure_gpu.log")) as f:
         raise AssertionError(f.read()[-3000:])
