@@ -73,9 +73,11 @@ class DryRunTest(absltest.TestCase):
     # A GPU machine runs the suite under its own packages, not the pins: its failures are read
     # against these.
     packages = self.section("environment")["packages"]
-    self.assertEqual((packages["jax"], packages["flax"], packages["pytest"]),
-                     (jax.__version__, importlib.metadata.version("flax"),
-                      importlib.metadata.version("pytest")))
+    # simplejpeg: the ImageNet extra's (requirements-imagenet.txt), which the JPEG rows need.
+    self.assertEqual((packages["jax"], packages["flax"], packages["pytest"],
+                      packages["simplejpeg"]),
+                     tuple(importlib.metadata.version(name)
+                           for name in ("jax", "flax", "pytest", "simplejpeg")))
 
   def test_the_step_is_measured(self):
     (row,) = self.section("single_device")

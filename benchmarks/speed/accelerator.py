@@ -217,9 +217,10 @@ def environment() -> dict:
 
 
 def installed_requirements() -> dict[str, str | None]:
-  """The installed version of each package requirements.txt and requirements-test.txt name
-  (None where it is missing)."""
-  names = [r.name for file in ("requirements.txt", "requirements-test.txt")
+  """The installed version of each package requirements.txt, requirements-imagenet.txt and
+  requirements-test.txt name (None where it is missing)."""
+  names = [r.name for file in ("requirements.txt", "requirements-imagenet.txt",
+                               "requirements-test.txt")
            for r in runtime.read_requirements(os.path.join(ROOT, file), follow_includes=False)]
   versions = {}
   for name in dict.fromkeys(names):
