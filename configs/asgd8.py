@@ -36,7 +36,7 @@ def get_config():
   config.dropout_rate = 0.25
   config.num_train_steps = 450
   config.lr_decay_epochs = (270 / (1437 // 128),)
-  config.n_push = config.n_fetch = 16
+  config.n_push = config.n_fetch = 4
   config.asgd_server_rule = "average"
   config.momentum = 0.9
   config.base_learning_rate = 0.025

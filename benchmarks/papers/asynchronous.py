@@ -25,6 +25,11 @@ so the parts run both. The parts, in order (each later part reads the rates the 
   momentum     8 clients, the server averaging, staggered, 450 steps: momentum 0 and 0.9 at equal
                effective step η/(1 − β) ∈ {0.125, 0.25, 0.5, 1}, n_sync ∈ {1, 4, 16, 32} (n_sync 1
                is synchronous data parallelism exactly).
+  staleness    The sweep's largest step (momentum 0.9, η/(1−β) 1) at n_sync 1 and 4 on seeds 5–9:
+               whether n_sync 4 collapses less often than synchronous SGD's update, on ten seeds.
+  summing      8 clients summed at n_sync 4 on the sweep's schedule, at 1/8, 1/4 and 1/2 of the
+               one-client rate (server steps η/(1−β) of 0.125–0.5): a summing server at a rate
+               chosen for it, by the best mean final accuracy as every other rate.
   paine1       His Experiment 1: 8 clients at the one-client rate and momentum (his clients ran
                the single-GPU settings), the server summing (his) or averaging, n_sync 4 and 32,
                on the reference's schedule (1,080 client steps), evaluated every 9 steps.
@@ -34,7 +39,12 @@ so the parts run both. The parts, in order (each later part reads the rates the 
   paine3       His Experiment 3, a warm start for half the run (Paine: 12 h, then 24 h): one
                client for 360 steps, then 1, 2, 4 or 8 clients for 360 more at n_sync 1, 4, 16, 32,
                the server summing; at 8 clients also with every client's momentum started from
-               zero rather than client 0's; probed every step.
+               zero rather than client 0's, and with the server averaging at n_sync 4 and 32;
+               probed every step.
+  speeds       configs/asgd8.py's setting with clients at their own speeds (heavy-tailed and
+               one-straggler step times, hybrid_parallel/local_sgd/asgd.py), each run for as
+               long in time (mean client steps) as in lock-step.
+  speeds_paine1  Experiment 1 averaged at n_sync 4 with heavy-tailed step times.
   su           Su et al.'s averaging: allreduce, butterfly and hopping ring every 1, 4 and 16
                steps on 4 and 8 replicas, 540 steps (the one client of `reference` on the same
                schedule is the one-GPU baseline). Each (replicas, every) takes the rate among
@@ -42,7 +52,7 @@ so the parts run both. The parts, in order (each later part reads the rates the 
                methods take the same rate. Ring averaging computes allreduce's mean (tests/
                averaging_test.py) and differs only in time: it is priced, not trained again.
   validate     configs/asgd8.py and the tuned synchronous baseline on seeds 5–9, which chose
-               nothing: the config's claim measured on seeds its choice never saw.
+               nothing: the config's accuracy and time measured on seeds its choice never saw.
   overlap      What the time model charges for a meeting, against what the compiled program
                runs beside it: averaging (butterfly, allreduce, every step) and A-SGD (n_sync 4)
                on 4 of an H100 node's GPUs at the papers' size (ImageNet AlexNet, 64 images a
@@ -54,13 +64,18 @@ so the parts run both. The parts, in order (each later part reads the rates the 
 Every run's row carries `predicted_step_s`: the time model's seconds per step of its scheme for
 the papers' ImageNet AlexNet (128 images per client) on each paper's hardware — Paine's K20X
 nodes of Blue Waters (`blue_waters`, where Paine's comparisons are priced) and Krizhevsky 2014's
-8 K20s (`k20s`, where Su's are) — and on one 8-GPU H100 node (analysis/costmodel.py). Writes
-asynchronous.json ({"runs", "machines", "chosen", "findings", "momentum_effect", "collapsed",
+8 K20s (`k20s`, where Su's are) — and on one 8-GPU H100 node (analysis/costmodel.py); every
+A-SGD row carries `staleness`, what its clients saw (replayed from its seed by asgd.timeline), and
+a row whose clients kept their own speeds its evaluations' times (`eval_time`). Writes
+asynchronous.json ({"runs", "machines", "chosen", "findings", "momentum_effect", "boundary",
+"preset_validation", "where_asgd_is_faster", "largest_step", "summing", "step_times",
 "overlap"}) and asynchronous.png under runs/asynchronous/ (or --out; with --publish into docs/)
-after every part, each run's progress lines (compile, step, loss, ETA) streaming as it trains; a
-run whose setting and seed are already there is kept, not trained again, and re-priced (a stopped study resumes; more seeds add
-to those there). Findings (asynchronous_findings.py) follow rules written before the runs.
-About 3.5 hours on a 2-core CPU for five seeds.
+after every run, each run's progress lines (compile, step, loss, ETA) streaming as it trains; a
+run whose setting and seed are already there is kept, not trained again, and re-priced (a stopped
+study resumes; more seeds add to those there). Findings (asynchronous_findings.py) follow rules
+written before the runs, except where docs/asynchronous.md says otherwise. About 3.5 hours on a
+2-core CPU for five seeds of the first parts; the later parts' runs take 2–6 minutes each on a
+loaded 2-core machine.
 """
 
 import dataclasses

@@ -276,6 +276,7 @@ def make_sync(settings: Settings, replicas: int, *, seed: int = 0) -> core.Sync:
   the server's parameters."""
   warm_start_steps = settings.warm_start_steps
   share = 1.0 / replicas if settings.asgd_server_rule == "average" else 1.0
+  equal = settings.asgd_step_times == "equal"
 
   def apply(local, client, shared, previous, step):
     i = core.replica_index()
@@ -283,10 +284,14 @@ def make_sync(settings: Settings, replicas: int, *, seed: int = 0) -> core.Sync:
     def asynchronous(_):
       clock, events = next_round(shared["clock"], settings, replicas, seed=seed)
       active, pushing, fetching = events["active"][i], events["push"][i], events["fetch"][i]
-      # A client whose step does not end in this round keeps what it had.
-      stepped = jax.tree.map(lambda new, old: jnp.where(active, new, old), local, previous)
-      pending = jax.tree.map(lambda p, new, old: p + jnp.where(active, new - old, 0.0),
-                             client["pending"], local.params, previous.params)
+      if equal:  # every client is in every round: the lock-step arithmetic, unmasked.
+        stepped = local
+        pending = jax.tree.map(lambda p, new, old: p + (new - old), client["pending"],
+                               local.params, previous.params)
+      else:  # a client whose step does not end in this round keeps what it had.
+        stepped = jax.tree.map(lambda new, old: jnp.where(active, new, old), local, previous)
+        pending = jax.tree.map(lambda p, new, old: p + jnp.where(active, new - old, 0.0),
+                               client["pending"], local.params, previous.params)
       pushed = jax.tree.map(lambda d: jax.lax.psum(jnp.where(pushing, d, 0.0), DATA), pending)
       server = jax.tree.map(lambda s, d: s + share * d, shared["server"], pushed)
       left = jax.tree.map(lambda d: jnp.where(pushing, 0.0, d), pending)
@@ -317,7 +322,7 @@ def make_sync(settings: Settings, replicas: int, *, seed: int = 0) -> core.Sync:
 
   return core.Sync(apply=apply, eval_params=eval_params, client_init=client_init,
                    shared_init=shared_init_with_clock,
-                   steps=None if settings.asgd_step_times == "equal" else steps)
+                   steps=None if equal else steps)
 
 
 def eval_params(state: core.ReplicaState):
