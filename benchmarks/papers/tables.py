@@ -419,13 +419,18 @@ asynchronous_largest_step = per_row(
     ("momentum 0.9, η/(1−β) 1 (rate 0.1)", "{run}"), ("seeds below 20%", "{collapsed}"),
     ("mean final test top-1 %", lambda r: _pct(r["top1"])), rows=_largest_rows)
 
-asynchronous_summing = per_row(
+_asynchronous_summing = per_row(
     ("client rate", "{learning_rate}"), ("server's η/(1−β)", "{server_effective_step}"),
     ("seeds", "{seeds}"), ("seeds below 20%", "{collapsed}"),
     ("summed: final test top-1 %", lambda r: _pct(r["top1"])),
     ("averaged at the same server step %", lambda r: _pct(r["averaged_top1"])),
     ("summed − averaged, points", lambda r: _interval(r["summed_minus_averaged"], 100)),
     rows=lambda result: (result.get("summing") or {}).get("rows", []))
+
+
+def asynchronous_summing(result) -> str:
+  """The summing part's table, or nothing before it has run."""
+  return _asynchronous_summing(result) if (result.get("summing") or {}).get("rows") else ""
 
 asynchronous_step_times = per_row(
     ("step times", "{step_times}"), ("seeds", lambda r: len(r["seeds"])),
