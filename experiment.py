@@ -300,7 +300,8 @@ def _sync(spec: RunSpec):
   """How the replicas of a local-SGD scheme meet; None for the synchronous schemes."""
   if not spec.plan.local_sgd:
     return None
-  return local_sgd_schemes.SCHEMES[spec.plan.scheme].make_sync(spec.local_sgd, spec.plan.data)
+  return local_sgd_schemes.SCHEMES[spec.plan.scheme].make_sync(spec.local_sgd, spec.plan.data,
+                                                               seed=spec.seed)
 
 
 def build(spec: RunSpec, *, num_classes: int, channels: int, steps_per_epoch: int,

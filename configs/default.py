@@ -76,13 +76,16 @@ def get_config() -> ml_collections.ConfigDict:
   # mean change (asgd_server_rule "average": the learning rate is the global batch's, as under
   # every scheme) or each change whole ("sum": DistBelief's and Paine's servers; each client's
   # rate is then its own, and the server takes D times the step and the weight decay);
-  # hybrid_parallel/local_sgd/asgd.py.
+  # Clients step at their own speeds by asgd_step_times: "equal" (lock-step), "spread", "straggler"
+  # or "heavy_tailed" (step times drawn from the run's seed; the server applies pushes in arrival
+  # order); hybrid_parallel/local_sgd/asgd.py.
   config.n_push = 1
   config.n_fetch = 1
   config.asgd_stagger = True
   config.warm_start_steps = 0
   config.asgd_warm_start_momentum = True
   config.asgd_server_rule = "average"
+  config.asgd_step_times = "equal"
 
   # Data (see input_pipeline/): digits, synthetic or npz:PATH held in memory, or a TensorFlow
   # Datasets name — imagenet2012, imagenette/320px-v2, cifar10, cifar100, mnist, fashion_mnist —

@@ -1,5 +1,9 @@
 """A-SGD: one client is single-device SGD; n_sync = 1 without stagger is synchronous SGD (the
-clients' mean update, or their sum); what staleness does, on ½θ²."""
+clients' mean update, or their sum); what staleness does, on ½θ²; clients at their own speeds
+(equal speeds are the lock-step schedule bit for bit)."""
+
+import dataclasses
+from unittest import mock
 
 import jax
 import jax.numpy as jnp
@@ -12,6 +16,7 @@ from hybrid_parallel import mesh as mesh_lib
 from hybrid_parallel import models, train_state
 from hybrid_parallel.local_sgd import asgd, core
 from hybrid_parallel.mesh import DATA
+import experiment
 from tests import numerics, testing
 
 GLOBAL_BATCH = 16
@@ -79,19 +84,19 @@ def quadratic_clients(*, clients: int, n_sync: int, learning_rate: float, moment
   meetings, each client's momentum buffer, and what the server received."""
   sync = asgd.make_sync(asgd.Settings(n_push=n_sync, n_fetch=n_sync, asgd_stagger=True,
                                       warm_start_steps=0, asgd_warm_start_momentum=True,
-                                      asgd_server_rule=rule), clients)
+                                      asgd_server_rule=rule, asgd_step_times="equal"), clients)
   tx = optax.sgd(learning_rate, momentum=momentum or None)
 
   def client():
     params = {"theta": jnp.ones(())}
     carry = (core.Replica(params, tx.init(params)), asgd.client_init(params),
-             asgd.shared_init(params))
+             sync.shared_init(params))
 
     def step(carry, t):
       local, pending, shared = carry
       updates, opt_state = tx.update(local.params, local.opt_state)  # ∇½θ² = θ.
       updated = core.Replica(optax.apply_updates(local.params, updates), opt_state)
-      local, pending, new_shared = sync.apply(updated, pending, shared, local.params, t + 1)
+      local, pending, new_shared = sync.apply(updated, pending, shared, local, t + 1)
       velocity = jax.tree.leaves(local.opt_state)[0] if momentum else jnp.zeros(())
       received = new_shared["server"]["theta"] - shared["server"]["theta"]
       gather = lambda x: jax.lax.all_gather(x, DATA)
@@ -232,6 +237,139 @@ class AsgdTest(absltest.TestCase):
         else:
           np.testing.assert_array_equal(buffer, 0.0)
       self.assertEqual(any(np.abs(b).max() > 0 for b in buffers), handed)
+
+
+def lockstep_sync(settings: asgd.Settings, replicas: int) -> core.Sync:
+  """The lock-step rule as asgd.py ran it before clients had speeds of their own: every client
+  one update per program step, pushing after update t when (t + o_i) mod n_push = 0 and fetching
+  when (t + o_i) mod n_fetch = 0 — the reference equal step times must reproduce."""
+  n_push, n_fetch = settings.n_push, settings.n_fetch
+  share = 1.0 / replicas if settings.asgd_server_rule == "average" else 1.0
+
+  def apply(local, client, shared, previous, step):
+    i = core.replica_index()
+    offset = (i * n_push) // replicas if settings.asgd_stagger else 0
+    pending = jax.tree.map(lambda p, new, old: p + (new - old), client["pending"], local.params,
+                           previous.params)
+
+    def asynchronous(_):
+      pushing = (step + offset) % n_push == 0
+      fetching = (step + offset) % n_fetch == 0
+      pushed = jax.tree.map(lambda d: jax.lax.psum(jnp.where(pushing, d, 0.0), DATA), pending)
+      server = jax.tree.map(lambda s, d: s + share * d, shared["server"], pushed)
+      left = jax.tree.map(lambda d: jnp.where(pushing, 0.0, d), pending)
+      params = jax.tree.map(lambda s, p: jnp.where(fetching, s, p), server, local.params)
+      return local.replace(params=params), {"pending": left}, {"server": server}
+
+    def warm_start(_):
+      first = core.from_replica_zero(local)
+      return first, {"pending": jax.tree.map(jnp.zeros_like, pending)}, {"server": first.params}
+
+    return jax.lax.cond(step <= settings.warm_start_steps, warm_start, asynchronous, None)
+
+  return core.Sync(apply=apply, eval_params=asgd.eval_params, client_init=asgd.client_init,
+                   shared_init=asgd.shared_init)
+
+
+def settings(**fields) -> asgd.Settings:
+  return asgd.Settings(**{"n_push": 4, "n_fetch": 4, "asgd_stagger": True,
+                          "warm_start_steps": 0, "asgd_warm_start_momentum": True,
+                          "asgd_server_rule": "average", "asgd_step_times": "equal", **fields})
+
+
+class StepTimesTest(absltest.TestCase):
+  """Clients at their own speeds (asgd.py's docstring): rounds of events in time order."""
+
+  def test_equal_step_times_are_the_lock_step_schedule(self):
+    # The same config through the rounds of equal step times and through the lock-step rule
+    # above, after a warm start of 2 steps and 9 staggered steps at n_push 4, n_fetch 3 with
+    # dropout on (offsets that put two clients on one phase). The schedule is the same exactly:
+    # every client in every round, pushing and fetching on the lock-step rule's steps.
+    config = CONFIG.copy_and_resolve_references()
+    config.update(n_push=4, n_fetch=3, warm_start_steps=2, asgd_step_times="equal")
+    events = asgd.timeline(settings(n_push=4, n_fetch=3, warm_start_steps=2), 4, seed=7,
+                           rounds=9)
+    t = np.arange(3, 12)[:, None]  # the program steps after the warm start.
+    offsets = (np.arange(4) * 4) // 4
+    self.assertTrue(events["active"].all())
+    np.testing.assert_array_equal(events["push"], (t + offsets) % 4 == 0)
+    np.testing.assert_array_equal(events["fetch"], (t + offsets) % 3 == 0)
+    # And so is the training, to float32's accuracy: every client's parameters and momentum and
+    # the server within the numerics yardstick of the lock-step rule run in float64 (as close
+    # as the lock-step rule's own float32 run is, tests/numerics.py). Not bit for bit: the two
+    # programs differ (the rounds' clock is compiled in), and XLA:CPU may then compile the same
+    # gradient differently by an ulp (seen on JAX 0.10.2; JAX 0.12 gave equal bits).
+    batches = testing.random_batches(11, GLOBAL_BATCH, seed=5)
+    state = lambda run, s: jax.tree.map(np.asarray, (s.local, s.shared["server"]))
+    got = {}
+    for name, make, dtype in (("rounds", asgd.make_sync, "float32"),
+                              ("lock-step", lockstep_sync, "float32"),
+                              ("exact", lockstep_sync, "float64")):
+      run_config = config.copy_and_resolve_references()
+      run_config.dtype = dtype
+      with mock.patch.object(experiment, "_sync",
+                             lambda spec, make=make: make(spec.local_sgd, spec.plan.data)):
+        with jax.enable_x64(dtype == "float64"):
+          run = testing.build("alexnet_tiny", "asgd", 4, 1, run_config, GLOBAL_BATCH)
+          final, _, _ = testing.train_steps(run, batches)
+          got[name] = state(run, final)
+    numerics.assert_as_accurate(got["rounds"], got["lock-step"], got["exact"])
+
+  def test_equal_step_times_make_every_client_step_every_round(self):
+    events = asgd.timeline(settings(n_push=16, n_fetch=16), 8, seed=3, rounds=48)
+    self.assertTrue(events["active"].all())
+    np.testing.assert_array_equal(events["time"], np.arange(1, 49))
+    # Offsets 2i: one client meets the server every 2 steps, each push 7 other pushes stale.
+    np.testing.assert_array_equal(events["push"].sum(axis=1), np.arange(1, 49) % 2 == 0)
+    self.assertTrue((events["staleness"][events["push"]][8:] == 7).all())
+
+  def test_a_straggler_steps_and_pushes_a_quarter_as_often(self):
+    events = asgd.timeline(settings(asgd_step_times="straggler", asgd_stagger=False), 4, seed=0,
+                           rounds=64)
+    time = events["time"]
+    self.assertEqual(asgd.rounds_for(settings(asgd_step_times="straggler", asgd_stagger=False),
+                                     4, seed=0, time=64.0), 64)
+    np.testing.assert_array_equal(time, np.arange(1, 65))  # the fast clients set the rounds.
+    np.testing.assert_array_equal(events["active"].sum(axis=0), [64, 64, 64, 16])
+    np.testing.assert_array_equal(events["push"].sum(axis=0), [16, 16, 16, 4])
+    # The straggler pushes at times 16, 32, 48 and 64, each after the three others pushed at
+    # the three instants since it last fetched (or began): 9 pushes stale; the three meet the
+    # server together every 4 steps and see each other's pushes at once: never stale.
+    pushed = events["push"]
+    np.testing.assert_array_equal(events["staleness"][:, 3][pushed[:, 3]], [9, 9, 9, 9])
+    np.testing.assert_array_equal(events["staleness"][:, :3][pushed[:, :3]], 0)
+
+  def test_heavy_tailed_rounds_are_in_time_order_and_meet_at_one_instant(self):
+    rule = settings(asgd_step_times="heavy_tailed", n_push=2, n_fetch=2)
+    events = asgd.timeline(rule, 8, seed=1, rounds=300)
+    self.assertTrue((np.diff(events["time"]) >= 0).all())
+    # Replayed one event at a time: each client's completions, from its own draws, in time order.
+    durations = np.asarray(jax.vmap(lambda k: asgd.step_durations(
+        "heavy_tailed", seed=1, clients=jnp.arange(8), step=k))(jnp.arange(1, 300)))
+    # The k-th step ends at the sum of steps 1…k's durations, in float32 as the clock sums them.
+    ends = {c: np.cumsum(durations[:, c], dtype=np.float32) for c in range(8)}
+    steps = events["active"].sum(axis=0)
+    self.assertGreater(steps.max(), steps.min() + 5)  # unequal speeds: unequal contributions.
+    # A round's meetings all share one instant: at most one distinct push time per round.
+    for r in range(300):
+      meeting = events["active"][r] & (events["push"][r] | events["fetch"][r])
+      times = {float(ends[c][int(events["active"][:r, c].sum())])
+               for c in np.flatnonzero(meeting)}
+      self.assertLessEqual(len(times), 1, r)
+    # Staleness varies push to push.
+    self.assertGreater(len(set(events["staleness"][events["push"]].tolist())), 3)
+
+  def test_a_client_outside_its_round_keeps_its_parameters_and_momentum(self):
+    config = CONFIG.copy_and_resolve_references()
+    config.update(n_push=4, n_fetch=4, asgd_step_times="straggler", asgd_stagger=False)
+    run = testing.build("alexnet_tiny", "asgd", 4, 1, config, GLOBAL_BATCH)
+    start = jax.tree.map(np.array, run.scheme.state.local)  # a copy: the step donates its input.
+    state, _, _ = testing.train_steps(run, BATCHES[:3])
+    after = jax.tree.map(np.asarray, state.local)
+    for before, now in zip(jax.tree.leaves(start), jax.tree.leaves(after)):
+      np.testing.assert_array_equal(now[3], before[3])  # the straggler's first step ends at 4.
+    kernel = lambda tree: tree.params["fc6"]["dense"]["kernel"]
+    self.assertGreater(np.abs(kernel(after)[0] - kernel(start)[0]).max(), 1e-6)
 
 
 if __name__ == "__main__":

@@ -244,8 +244,9 @@ class BenchmarksTest(absltest.TestCase):
           [sys.executable, "-m", "benchmarks.papers.asynchronous", f"--out={out}",
            "--parts=paine1,su,nope"], cwd=ROOT, capture_output=True, text=True, timeout=300)
       self.assertEqual(result.returncode, 1, result.stderr[-2000:])
-      self.assertIn("--parts: choose one or more of reference, synchronous, momentum, paine1, "
-                    "paine2, paine3, su, validate, overlap.", result.stderr)
+      self.assertIn("--parts: choose one or more of reference, synchronous, momentum, staleness, "
+                    "summing, paine1, paine2, paine3, speeds, speeds_paine1, su, validate, "
+                    "overlap.", result.stderr)
       self.assertEqual(os.listdir(out), [])
       # A part that reads an earlier part's choice, with neither its runs nor that part.
       result = subprocess.run(
@@ -277,7 +278,9 @@ class BenchmarksTest(absltest.TestCase):
 
   def test_asynchronous_reprices_the_runs_it_keeps(self):
     # Two kept runs carrying each other's prices (as after a change to the time model): each
-    # leaves with its own setting's price, and nothing else of it changes.
+    # leaves with its own setting's price and, the A-SGD run, with the staleness its clients saw
+    # (replayed from its seed: 8 clients at n_sync 1, every push simultaneous, none stale);
+    # nothing else of either changes.
     code = (
         "import dataclasses, json\n"
         "from benchmarks.papers import asynchronous as a\n"
@@ -291,6 +294,10 @@ class BenchmarksTest(absltest.TestCase):
     out = json.loads(python_output(self, code).splitlines()[-1])
     self.assertNotEqual(out["prices"][0], out["prices"][1])  # else the swap proves nothing.
     self.assertEqual([r["predicted_step_s"] for r in out["repriced"]], out["prices"])
+    self.assertNotIn("staleness", out["repriced"][0])  # data parallelism has no server.
+    seen = out["repriced"][1].pop("staleness")
+    self.assertEqual((seen["pushes"], seen["staleness_max"], seen["client_steps"]),
+                     (8 * 450, 0, [450] * 8))
     self.assertEqual([{**r, "predicted_step_s": None} for r in out["repriced"]],
                      [{**r, "predicted_step_s": None} for r in out["runs"]])
 

@@ -25,6 +25,11 @@ so the parts run both. The parts, in order (each later part reads the rates the 
   momentum     8 clients, the server averaging, staggered, 450 steps: momentum 0 and 0.9 at equal
                effective step η/(1 − β) ∈ {0.125, 0.25, 0.5, 1}, n_sync ∈ {1, 4, 16, 32} (n_sync 1
                is synchronous data parallelism exactly).
+  staleness    The sweep's largest step (momentum 0.9, η/(1−β) 1) at n_sync 1 and 4 on seeds 5–9:
+               whether n_sync 4 collapses less often than synchronous SGD's update, on ten seeds.
+  summing      8 clients summed at n_sync 4 on the sweep's schedule, at 1/8, 1/4 and 1/2 of the
+               one-client rate (server steps η/(1−β) of 0.125–0.5): a summing server at a rate
+               chosen for it, by the best mean final accuracy as every other rate.
   paine1       His Experiment 1: 8 clients at the one-client rate and momentum (his clients ran
                the single-GPU settings), the server summing (his) or averaging, n_sync 4 and 32,
                on the reference's schedule (1,080 client steps), evaluated every 9 steps.
@@ -34,7 +39,12 @@ so the parts run both. The parts, in order (each later part reads the rates the 
   paine3       His Experiment 3, a warm start for half the run (Paine: 12 h, then 24 h): one
                client for 360 steps, then 1, 2, 4 or 8 clients for 360 more at n_sync 1, 4, 16, 32,
                the server summing; at 8 clients also with every client's momentum started from
-               zero rather than client 0's; probed every step.
+               zero rather than client 0's, and with the server averaging at n_sync 4 and 32;
+               probed every step.
+  speeds       configs/asgd8.py's setting with clients at their own speeds (heavy-tailed and
+               one-straggler step times, hybrid_parallel/local_sgd/asgd.py), each run for as
+               long in time (mean client steps) as in lock-step.
+  speeds_paine1  Experiment 1 averaged at n_sync 4 with heavy-tailed step times.
   su           Su et al.'s averaging: allreduce, butterfly and hopping ring every 1, 4 and 16
                steps on 4 and 8 replicas, 540 steps (the one client of `reference` on the same
                schedule is the one-GPU baseline). Each (replicas, every) takes the rate among
@@ -42,7 +52,7 @@ so the parts run both. The parts, in order (each later part reads the rates the 
                methods take the same rate. Ring averaging computes allreduce's mean (tests/
                averaging_test.py) and differs only in time: it is priced, not trained again.
   validate     configs/asgd8.py and the tuned synchronous baseline on seeds 5–9, which chose
-               nothing: the config's claim measured on seeds its choice never saw.
+               nothing: the config's accuracy and time measured on seeds its choice never saw.
   overlap      What the time model charges for a meeting, against what the compiled program
                runs beside it: averaging (butterfly, allreduce, every step) and A-SGD (n_sync 4)
                on 4 of an H100 node's GPUs at the papers' size (ImageNet AlexNet, 64 images a
@@ -54,16 +64,22 @@ so the parts run both. The parts, in order (each later part reads the rates the 
 Every run's row carries `predicted_step_s`: the time model's seconds per step of its scheme for
 the papers' ImageNet AlexNet (128 images per client) on each paper's hardware — Paine's K20X
 nodes of Blue Waters (`blue_waters`, where Paine's comparisons are priced) and Krizhevsky 2014's
-8 K20s (`k20s`, where Su's are) — and on one 8-GPU H100 node (analysis/costmodel.py). Writes
-asynchronous.json ({"runs", "machines", "chosen", "findings", "momentum_effect", "collapsed",
+8 K20s (`k20s`, where Su's are) — and on one 8-GPU H100 node (analysis/costmodel.py); every
+A-SGD row carries `staleness`, what its clients saw (replayed from its seed by asgd.timeline), and
+a row whose clients kept their own speeds its evaluations' times (`eval_time`). Writes
+asynchronous.json ({"runs", "machines", "chosen", "findings", "momentum_effect", "boundary",
+"preset_validation", "where_asgd_is_faster", "largest_step", "summing", "step_times",
 "overlap"}) and asynchronous.png under runs/asynchronous/ (or --out; with --publish into docs/)
-after every part, each run's progress lines (compile, step, loss, ETA) streaming as it trains; a
-run whose setting and seed are already there is kept, not trained again, and re-priced (a stopped study resumes; more seeds add
-to those there). Findings (asynchronous_findings.py) follow rules written before the runs.
-About 3.5 hours on a 2-core CPU for five seeds.
+after every run, each run's progress lines (compile, step, loss, ETA) streaming as it trains; a
+run whose setting and seed are already there is kept, not trained again, and re-priced (a stopped
+study resumes; more seeds add to those there). Findings (asynchronous_findings.py) follow rules
+written before the runs, except where docs/asynchronous.md says otherwise. About 3.5 hours on a
+2-core CPU for five seeds of the first parts; the later parts' runs take 2–6 minutes each on a
+loaded 2-core machine.
 """
 
 import dataclasses
+import functools
 import json
 import os
 import statistics
@@ -82,9 +98,10 @@ from benchmarks.speed import gpu_topologies
 from configs import default
 from hybrid_parallel import faults, models, partitioning, platforms
 from hybrid_parallel.analysis import costmodel, hardware, hlo_stats
+from hybrid_parallel.local_sgd import asgd
 
-PARTS = ("reference", "synchronous", "momentum", "paine1", "paine2", "paine3", "su", "validate",
-         "overlap")
+PARTS = ("reference", "synchronous", "momentum", "staleness", "summing", "paine1", "paine2",
+         "paine3", "speeds", "speeds_paine1", "su", "validate", "overlap")
 _PARTS = benchmarks.define_choices("parts", PARTS, "Which parts (module docstring), in order.")
 _SEEDS = benchmarks.define_seeds_flag(default=range(5))
 _OUTPUT = benchmarks.define_output_flags("asynchronous")
@@ -120,6 +137,7 @@ class Setting:
   warm_start_momentum: bool = True
   sync_every: int | None = None  # averaging.
   average_method: str | None = None
+  step_times: str = "equal"  # A-SGD: asgd_step_times (equal: lock-step).
 
   @property
   def effective_step(self) -> float:
@@ -157,6 +175,47 @@ def momentum_settings() -> list[Setting]:
           for n in N_SYNCS for step in EFFECTIVE_STEPS for beta in (0.0, 0.9)]
 
 
+STALENESS_SEEDS = tuple(range(5, 10))  # `staleness`: five more seeds at one cell of the sweep.
+
+
+def staleness_settings() -> list[Setting]:
+  """The momentum sweep's largest step (momentum 0.9, η/(1−β) 1) at n_sync 1 (synchronous SGD's
+  update) and 4 on STALENESS_SEEDS: whether n_sync 4 collapses less often than n_sync 1, on
+  ten seeds (with the sweep's 0–4) rather than five."""
+  return [Setting("staleness", f"β 0.9, η/(1−β) 1.0, n_sync {n}", "asgd", 8, 0.1, 450,
+                  decay_at=270, n_sync=n, server_rule="average") for n in (4, 1)]
+
+
+SPEEDS = ("heavy_tailed", "straggler")  # `speeds`: the non-lock-step distributions run.
+
+
+def speeds_settings() -> list[Setting]:
+  """configs/asgd8.py's setting (the momentum sweep's β 0.9, η/(1−β) 0.25, n_sync 4) with
+  clients at their own speeds (asgd.py: step times drawn from the seed, pushes applied in
+  arrival order), each run for as long in time (mean client steps) as in lock-step."""
+  return [Setting("speeds", f"β 0.9, η/(1−β) 0.25, n_sync 4, {t}", "asgd", 8, 0.025, 450,
+                  decay_at=270, n_sync=4, server_rule="average", step_times=t) for t in SPEEDS]
+
+
+def speeds_paine1_settings(rate: float) -> list[Setting]:
+  """Experiment 1 averaged at n_sync 4 with heavy-tailed step times, as long in time."""
+  return [Setting("speeds_paine1", "8 clients, average, n_sync 4, heavy_tailed", "asgd", 8, rate,
+                  1080, decay_at=648, eval_every=9, n_sync=4, server_rule="average",
+                  step_times="heavy_tailed")]
+
+
+SUMMING_FACTORS = (0.125, 0.25, 0.5)  # × the one-client rate: the server's η/(1−β) of 0.125–0.5.
+
+
+def summing_settings(rate: float) -> list[Setting]:
+  """8 clients summed at n_sync 4 on the momentum sweep's schedule, at client rates that put the
+  server's effective step 8η/(1−β) on the sweep's grid (0.125, 0.25, 0.5; 1 is Experiment 1's
+  collapse); the best mean final top-1 chooses, as every other rate is chosen."""
+  return [Setting("summing", f"8 clients, sum, n_sync 4, rate {_rate(f * rate)}", "asgd", 8,
+                  _rate(f * rate), 450, decay_at=270, n_sync=4, server_rule="sum")
+          for f in SUMMING_FACTORS]
+
+
 def paine1_settings(rate: float) -> list[Setting]:
   return [Setting("paine1", f"8 clients, {rule}, n_sync {n}", "asgd", 8, rate, 1080,
                   decay_at=648, eval_every=9, n_sync=n, server_rule=rule)
@@ -172,12 +231,17 @@ def paine2_settings(rate: float) -> list[Setting]:
 
 def paine3_settings(rate: float) -> list[Setting]:
   one = [Setting("paine3", "1 client", "single", 1, rate, 720, probe=True)]
-  warm = lambda c, n, momentum=True: Setting(
-      "paine3", f"{_clients(c)}, n_sync {n}" + ("" if momentum else ", momentum from zero"),
-      "asgd", c, rate, 720, probe=True, n_sync=n, server_rule="sum", warm_start_steps=360,
+  warm = lambda c, n, momentum=True, rule="sum": Setting(
+      "paine3", f"{_clients(c)}, n_sync {n}" + ("" if momentum else ", momentum from zero") +
+      (", average" if rule == "average" else ""),
+      "asgd", c, rate, 720, probe=True, n_sync=n, server_rule=rule, warm_start_steps=360,
       warm_start_momentum=momentum)
   return (one + [warm(c, n) for n in N_SYNCS for c in (2, 4, 8)] +
-          [warm(8, n, momentum=False) for n in N_SYNCS[1:]])
+          [warm(8, n, momentum=False) for n in N_SYNCS[1:]] +
+          [warm(8, n, rule="average") for n in PAINE3_AVERAGED])
+
+
+PAINE3_AVERAGED = (4, 32)  # Experiment 3 with the server averaging: the smallest and largest.
 
 
 def su_tuning_settings(rate: float) -> list[Setting]:
@@ -198,6 +262,23 @@ def _su(method: str, replicas: int, every: int, rate: float) -> Setting:
                  average_method=method)
 
 
+def asgd_settings(setting: Setting) -> asgd.Settings:
+  return asgd.Settings(n_push=setting.n_sync, n_fetch=setting.n_sync, asgd_stagger=True,
+                       warm_start_steps=setting.warm_start_steps,
+                       asgd_warm_start_momentum=setting.warm_start_momentum,
+                       asgd_server_rule=setting.server_rule, asgd_step_times=setting.step_times)
+
+
+def program_steps(setting: Setting, seed: int) -> int:
+  """The run's program steps: its warm start and the rounds of its clients' events
+  (asgd.rounds_for) that end by its `steps` in time — `steps` itself in lock-step."""
+  if setting.scheme != "asgd" or setting.step_times == "equal":
+    return setting.steps
+  return setting.warm_start_steps + asgd.rounds_for(
+      asgd_settings(setting), setting.clients, seed=seed,
+      time=setting.steps - setting.warm_start_steps)
+
+
 def config_of(setting: Setting, seed: int):
   """The run's config: `configs.default` with the setting's fields."""
   clients = setting.clients
@@ -208,16 +289,20 @@ def config_of(setting: Setting, seed: int):
   # at a client step.
   decay = ({"lr_decay": "step", "lr_decay_epochs": (setting.decay_at / steps_per_epoch,)}
            if setting.decay_at else {"lr_decay": "constant"})
+  steps = program_steps(setting, seed)
+  # As many evaluations in time as in lock-step.
+  every = max(1, round(setting.eval_every * steps / setting.steps))
   config.update(model="alexnet_tiny", image_size=64, seed=seed, dropout_rate=0.25,
                 momentum=setting.momentum, base_learning_rate=setting.learning_rate,
-                reference_batch_size=global_batch, num_train_steps=setting.steps,
-                eval_every_steps=setting.eval_every, log_every_steps=setting.eval_every,
+                reference_batch_size=global_batch, num_train_steps=steps,
+                eval_every_steps=every, log_every_steps=every,
                 checkpoint_every_steps=0, eval_batch_size=128,
                 probe_examples=PROBE_EXAMPLES if setting.probe else 0, **decay)
   if setting.scheme == "asgd":
     config.update(n_push=setting.n_sync, n_fetch=setting.n_sync,
                   asgd_server_rule=setting.server_rule, warm_start_steps=setting.warm_start_steps,
-                  asgd_warm_start_momentum=setting.warm_start_momentum)
+                  asgd_warm_start_momentum=setting.warm_start_momentum,
+                  asgd_step_times=setting.step_times)
   if setting.scheme == "averaging":
     config.update(sync_every=setting.sync_every, average_method=setting.average_method)
   return config
@@ -264,9 +349,14 @@ def imagenet_step_s(machine, *, scheme: str, data: int, model: int = 1, every=No
     return costmodel.local_sgd_step_time(arch, machine, replicas=data, batch_per_replica=128,
                                          image_size=224, num_classes=1000, every=every,
                                          exchange=exchange)["step_s"]
-  return costmodel.step_time(arch, partitioning.make_plan(scheme, data, model), machine,
-                             global_batch=128 * data * model, image_size=224,
-                             num_classes=1000)["step_s"]
+  plan = partitioning.make_plan(scheme, data, model)
+  # The data axis crosses nodes where the machine's nodes hold fewer devices than it has.
+  crossing = ("data",) if data * model > machine.devices_per_node else ()
+  transfers = costmodel.analytic_transfers(arch, plan, global_batch=128 * data * model,
+                                           image_size=224, num_classes=1000,
+                                           crossing_axes=crossing)
+  return costmodel.step_time(arch, plan, machine, global_batch=128 * data * model,
+                             image_size=224, num_classes=1000, transfers=transfers)["step_s"]
 
 
 def predicted_step_s(setting: Setting, all_machines: dict) -> dict:
@@ -310,11 +400,16 @@ def machines() -> dict:
   return {"paine": dataclasses.replace(paine, nodes=9), "krizhevsky": k20s, "h100": h100}
 
 
+def setting_of(run: dict) -> Setting:
+  return Setting(**{f.name: run[f.name] for f in dataclasses.fields(Setting)})
+
+
 def repriced(runs: list[dict], all_machines: dict) -> list[dict]:
-  """`runs`, each with the price its setting has under the time model now: a kept run's price
-  follows the model's code, not the day the run was trained."""
-  return [{**run, "predicted_step_s": predicted_step_s(
-      Setting(**{f.name: run[f.name] for f in dataclasses.fields(Setting)}), all_machines)}
+  """`runs`, each with the price its setting has under the time model now (a kept run's price
+  follows the model's code, not the day the run was trained) and, for A-SGD, what its clients
+  saw (`what_it_saw`, added to runs made before it was recorded)."""
+  return [{**run, "predicted_step_s": predicted_step_s(setting_of(run), all_machines),
+           **({} if "staleness" in run else what_it_saw(setting_of(run), run["seed"], run))}
           for run in runs]
 
 
@@ -325,7 +420,7 @@ def run_settings(settings: list[Setting], *, seeds, all_machines: dict, done: li
                  config=config_of, save=lambda rows: None) -> list[dict]:
   """Every setting's runs on `seeds` and on every seed `done` (an earlier run's rows of the same
   part) has for it, in seed order: a seed already in `done` kept as it is, the others trained.
-  A setting no longer made is dropped. `save(rows so far)` after each setting that trained."""
+  A setting no longer made is dropped. `save(rows so far)` after each run it trains."""
   rows = []
   for setting in settings:
     prediction = predicted_step_s(setting, all_machines)
@@ -339,12 +434,37 @@ def run_settings(settings: list[Setting], *, seeds, all_machines: dict, done: li
             flush=True)  # its progress lines follow (train.train_config).
       row = {**fields, "seed": seed, "effective_step": setting.effective_step,
              **train_run(config(setting, seed)), "predicted_step_s": prediction}
+      row.update(what_it_saw(setting, seed, row))
       rows.append(row)
       print(json.dumps({k: row[k] for k in ("part", "label", "seed", "final_eval_top1",
                                             "diverged_at_step")}), flush=True)
-    if set(seeds) - set(earlier):
-      save(rows)
+      save(rows)  # every run as it ends: a study stopped keeps what it finished.
   return rows
+
+
+@functools.lru_cache(maxsize=None)
+def _timeline(settings: asgd.Settings, clients: int, seed: int, rounds: int) -> dict:
+  events = asgd.timeline(settings, clients, seed=seed, rounds=rounds)
+  return {"summary": asgd.staleness_summary(events), "time": events["time"]}
+
+
+def what_it_saw(setting: Setting, seed: int, row: dict) -> dict:
+  """An A-SGD run's clients' events, replayed by asgd.timeline from its seed (the same rounds
+  the run made): `staleness` (asgd.staleness_summary) and, where clients kept their own speeds,
+  `eval_time` (each evaluation's time in mean client steps). Nothing for the other schemes."""
+  if setting.scheme != "asgd":
+    return {}
+  rounds = program_steps(setting, seed) - setting.warm_start_steps
+  # Equal step times draw nothing from the seed.
+  key = (asgd_settings(setting), setting.clients,
+         seed if setting.step_times != "equal" else 0, rounds)
+  saw = _timeline(*key)
+  out = {"staleness": saw["summary"]}
+  if setting.step_times != "equal":
+    warm = setting.warm_start_steps
+    out["eval_time"] = [round(float(step if step <= warm else warm + saw["time"][step - warm - 1]),
+                              3) for step, _ in row["eval_top1"]]
+  return out
 
 
 def best_rate(runs: list[dict], *, seeds, **fields) -> float:
@@ -376,38 +496,15 @@ def choices(runs: list[dict]) -> dict:
       chosen["su_target_top1"] = round(rules.TARGET_SHARE * rules.mean_final(su_schedule), 4)
   if rules.select(runs, part="synchronous"):
     chosen["synchronous_rate"] = best_rate(runs, seeds=seeds, part="synchronous")
-    sweep = [r for r in runs if r["part"] == "momentum" and r["seed"] in seeds]
-    if sweep:
-      chosen["asgd8"] = asgd8_choice(sweep, synchronous_top1=rules.mean_final(
-          {s: r for s, r in rules.select(runs, part="synchronous", learning_rate=chosen[
-              "synchronous_rate"]).items() if s in seeds}))
+    preset = rules.preset_choice(runs, chosen)
+    if preset:
+      chosen["asgd8"] = preset
   su = [r for r in runs if r["part"] == "su" and r["average_method"] == "allreduce"]
   if su:
     chosen["su_rates"] = {f"{d}, {every}": best_rate(su, seeds=seeds, clients=d, sync_every=every)
                           for d in (4, 8) for every in (1, 4, 16)
                           if rules.select(su, clients=d, sync_every=every)}
   return chosen
-
-
-ASGD8_WITHIN = 0.05  # configs/asgd8.py's promise: within 5 points of synchronous SGD.
-
-
-def asgd8_choice(sweep: list[dict], *, synchronous_top1: float) -> dict:
-  """configs/asgd8.py's setting, by the rule fixed after the momentum sweep and before the
-  `validate` seeds: the largest n_sync of the sweep whose best setting (momentum and rate: the
-  highest mean final test top-1) ends within ASGD8_WITHIN of the tuned synchronous baseline's
-  mean, and that setting; where none does, n_sync 32's best."""
-  def best(n_sync):
-    labels = dict.fromkeys(r["label"] for r in sweep if r["n_sync"] == n_sync)
-    scored = {label: rules.mean_final(rules.select(sweep, label=label)) for label in labels}
-    label = max(scored, key=scored.get)
-    first = next(iter(rules.select(sweep, label=label).values()))
-    return {"n_sync": n_sync, "momentum": first["momentum"],
-            "learning_rate": first["learning_rate"], "top1": round(scored[label], 4)}
-  candidates = [best(n) for n in sorted({r["n_sync"] for r in sweep}, reverse=True)]
-  within = [c for c in candidates if c["top1"] >= synchronous_top1 - ASGD8_WITHIN]
-  return {**(within[0] if within else candidates[0]),
-          "synchronous_top1": round(synchronous_top1, 4), "within": bool(within)}
 
 
 def part_settings(part: str, chosen: dict) -> list[Setting]:
@@ -420,9 +517,17 @@ def part_settings(part: str, chosen: dict) -> list[Setting]:
     return synchronous_settings()
   if part == "momentum":
     return momentum_settings()
+  if part == "staleness":
+    return staleness_settings()
+  if part == "speeds":
+    return speeds_settings()
   rate = chosen["one_client_rate"]
   if part == "paine1":
     return paine1_settings(rate)
+  if part == "summing":
+    return summing_settings(rate)
+  if part == "speeds_paine1":
+    return speeds_paine1_settings(rate)
   if part == "paine2":
     return paine2_settings(rate)
   if part == "paine3":
@@ -435,6 +540,8 @@ def part_settings(part: str, chosen: dict) -> list[Setting]:
 
 # What each part reads of an earlier part's runs: (the choice, the part that makes it).
 NEEDS = {"paine1": ("one_client_rate", "reference"), "paine2": ("one_client_rate", "reference"),
+         "summing": ("one_client_rate", "reference"),
+         "speeds_paine1": ("one_client_rate", "reference"),
          "paine3": ("one_client_rate", "reference"), "su": ("one_client_rate", "reference"),
          "validate": ("synchronous_rate", "synchronous")}
 
@@ -510,6 +617,8 @@ def main(argv):
   platforms.start(cpu_devices=32)
   path = _OUTPUT.path("asynchronous.json")
   result = benchmarks.load_if_present(path, default={}) or {"runs": []}
+  for run in result["runs"]:  # runs made before clients had speeds of their own: lock-step.
+    run.setdefault("step_times", "equal")
   problem = missing_choice(_PARTS.value, result["runs"])
   if problem:  # before any work: nothing trained, nothing written.
     sys.exit(f"error: {problem}")
@@ -536,7 +645,10 @@ def main(argv):
       result["overlap"] = overlap_rows()
       publish(result, all_machines, path)
       continue
-    if part == "validate":
+    if part == "staleness":  # its own seeds, whatever --seeds says.
+      made = run_settings(staleness_settings(), seeds=STALENESS_SEEDS,
+                          all_machines=all_machines, done=done, save=save)
+    elif part == "validate":
       made = validate_runs(result["runs"], all_machines=all_machines, done=done, save=save)
     else:
       made = run_settings(part_settings(part, choices(result["runs"])), seeds=seeds,
@@ -557,8 +669,63 @@ def publish(result: dict, all_machines: dict, path: str) -> None:
   result["chosen"] = chosen = choices(runs)
   result["findings"] = rules.findings(runs, chosen, time_model(all_machines))
   result["momentum_effect"] = rules.momentum_effect(runs)
-  result["collapsed"] = rules.collapsed(runs)
+  result["boundary"] = rules.boundary(runs)
+  result["preset_validation"] = rules.preset_validation(runs, chosen)
+  result["where_asgd_is_faster"] = where_asgd_is_faster(runs, chosen, all_machines)
+  result["largest_step"] = rules.largest_step(runs)
+  result["summing"] = rules.summing_grid(runs)
+  result["step_times"] = rules.step_times_effect(runs, chosen)
   benchmarks.publish(result, path)
+
+
+# Machines on which A-SGD is priced against synchronous training: one 8-GPU node, and 8
+# single-GPU nodes on networks from 400 Gb/s InfiniBand down to 1 Gb/s Ethernet (bytes/s per GPU).
+NETWORKS = (("400 Gb/s", 50e9), ("100 Gb/s", 12.5e9), ("25 Gb/s", 3.125e9), ("10 Gb/s", 1.25e9),
+            ("1 Gb/s", 0.125e9))
+
+
+def where_asgd_is_faster(runs: list[dict], chosen: dict, all_machines: dict) -> list[dict] | None:
+  """A-SGD against synchronous data parallelism at its tuned rate, each side's steps to the
+  target measured (seeds 0–4) and its step priced by the time model for ImageNet AlexNet (128
+  images a device) on one H100 node, on 8 one-GPU H100 nodes over each of NETWORKS, and on
+  Paine's Blue Waters: the speed-up in time (above 1: A-SGD faster) of the preset
+  (chosen["asgd8"]) and of the fastest stale setting of the momentum sweep on that machine."""
+  preset, target = chosen.get("asgd8"), chosen.get("target_top1")
+  if not preset:
+    return None
+  sweep = [r for r in runs if r["part"] == "momentum" and r["seed"] in rules.STUDY_SEEDS and
+           r["n_sync"] >= 4]
+  cells = {label: rules.select(sweep, label=label)
+           for label in dict.fromkeys(r["label"] for r in sweep)}
+  sync = {s: r for s, r in rules.select(runs, part="synchronous",
+                                        learning_rate=chosen["synchronous_rate"]).items()
+          if s in rules.STUDY_SEEDS}
+  h100 = all_machines["h100"]
+  machines = [("one node: 8 H100s on NVLink", h100)] + [
+      (f"8 nodes of one H100, {name} each", dataclasses.replace(
+          h100, devices_per_node=1, nodes=8, network=hardware.Link(
+              f"{name} per GPU", alpha=0.0, beta=1 / rate, source="as described")))
+      for name, rate in NETWORKS] + [("Blue Waters: 8 K20X nodes (Paine)", all_machines["paine"])]
+  rows = []
+  for name, machine in machines:
+    sync_s = imagenet_step_s(machine, scheme="data", data=8)
+    priced = {}
+    for label, cell in cells.items():
+      asgd_s = imagenet_step_s(machine, scheme="asgd", data=8,
+                               every=next(iter(cell.values()))["n_sync"],
+                               exchange="parameter_server")
+      result = rules.speedup(sync, cell, target, baseline_step_s=sync_s, method_step_s=asgd_s)
+      if not result["method_missed"] and result["geometric_mean"]:
+        priced[label] = (asgd_s, result)
+    best = max(priced, key=lambda label: priced[label][1]["geometric_mean"])
+    rows.append({"machine": name, "synchronous_step_s": round(sync_s, 5),
+                 "asgd_step_s": round(priced[preset["label"]][0], 5),
+                 "speedup": priced[preset["label"]][1],
+                 "asgd_faster": rules.faster(priced[preset["label"]][1]),
+                 "fastest": best, "fastest_step_s": round(priced[best][0], 5),
+                 "fastest_speedup": priced[best][1],
+                 "fastest_faster": rules.faster(priced[best][1])})
+  return rows
 
 
 def time_model(all_machines: dict) -> dict:

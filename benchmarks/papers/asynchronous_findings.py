@@ -18,6 +18,12 @@ never reaches the target where its baseline does counts against the method.
 import math
 import statistics
 
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from hybrid_parallel.local_sgd import asgd
+
 # Student's t at 0.975 for 1–12 degrees of freedom (any table of the t distribution).
 _T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179)
 MIN_PAIRS = 3
@@ -194,97 +200,110 @@ def findings(runs: list[dict], chosen: dict, time_model: dict) -> list[dict]:
                   "evidence": evidence})
 
   target = chosen.get("target_top1")
+  # Paine reads two ways: his server may have added each client's change whole (Downpour's
+  # "sum", the reading fixed before the runs) or their mean ("average", read after the summing
+  # reading collapsed). Each verdict below names its reading.
+  summed = {}
   # Experiment 1: 8 clients against one, in wall-clock priced on Blue Waters.
   for n, where in ((4, "n_sync 4 (4.5% of an epoch, his 6%)"),
                    (32, "n_sync 32 (3.2 momentum horizons; his 600 are 60)")):
     result = experiment1_speedup(runs, chosen, server_rule="sum", n_sync=n)
-    if result is None:
-      continue
     averaged = experiment1_speedup(runs, chosen, server_rule="average", n_sync=n)
+    if result is not None:
+      summed[f"experiment 1, n_sync {n}: speed-up"] = result
+    if averaged is None:
+      continue
     add(f"8 clients reach the single GPU's accuracy sooner in wall-clock (his: about 3.2×; "
-        f"{where})",
-        "Paine et al., Experiment 1 (Fig. 1)", faster(result),
-        f"each client at the one-client rate and momentum 0.9, the server summing (the reading "
-        f"of his server fixed before the runs; the paper does not state the rule, and the "
-        f"averaging reading is beside it in the evidence): the "
-        f"time to {100 * target:.1f}% test top-1 ({100 * TARGET_SHARE:.0f}% of the one client's "
-        f"plateau) of one client over that of 8, the same schedule of 1,080 client steps, each "
-        f"step priced on Blue Waters; "
-        f"reproduced if the speed-up's 95% interval over seeds lies above 1",
-        {"speedup_summing": result, "speedup_averaging": averaged})
+        f"{where}) — the averaging reading",
+        "Paine et al., Experiment 1 (Fig. 1)", faster(averaged),
+        f"each client at the one-client rate and momentum 0.9, the server averaging the clients' "
+        f"changes (the paper does not state its server's rule; this reading was taken after the "
+        f"summing reading collapsed, under the rule fixed before the runs): the time to "
+        f"{100 * target:.1f}% test top-1 ({100 * TARGET_SHARE:.0f}% of the one client's plateau) "
+        f"of one client over that of 8, the same schedule of 1,080 client steps, each step "
+        f"priced on Blue Waters; reproduced if the speed-up's 95% interval over seeds lies "
+        f"above 1; lock-step clients (every push n_sync steps stale)",
+        {"speedup_averaging": averaged})
   # Experiment 2: a cold start.
   for n in (4, 32):
     one2 = select(runs, part="paine2", clients=1)
     many = {rule: select(runs, part="paine2", clients=32, server_rule=rule, n_sync=n)
             for rule in ("sum", "average")}
-    if not (one2 and many["sum"]):
+    if not (one2 and many["average"]):
       continue
     steps = len(next(iter(one2.values()))["probe_loss"])
     early = on_probe(lambda r: mean_over(r["probe_loss"], 0, steps // 10))
     late = on_probe(lambda r: slope_per_100_steps(r["probe_loss"], steps // 2, steps))
     cells = {rule: {"early_loss_32_minus_1": paired(m, one2, early),
                     "late_slope_32_minus_1": paired(m, one2, late)} for rule, m in many.items()}
-    summed = cells["sum"]
-    holds = _both(above(summed["early_loss_32_minus_1"]), below(summed["late_slope_32_minus_1"]))
-    add(f"with a cold start more clients learn slower at first and faster later (n_sync {n})",
-        "Paine et al., Experiment 2 (Fig. 2: 16 and 32 clients)", holds,
-        "32 clients against one, the server summing (the reading fixed before the runs; the "
-        "averaging reading beside it), loss of the server's model on 128 fixed training images "
-        "after every step: higher over the first tenth of the run (interval of the seed-paired "
-        "difference above 0) and falling faster over its second half (least-squares slope per "
-        "100 steps; interval below 0), over the seeds whose run stays finite (fewer than 3: "
-        "not testable)",
-        {"summing": summed, "averaging": cells["average"]})
+    summed[f"experiment 2, n_sync {n}: 32 clients minus one"] = cells["sum"]
+    averaged = cells["average"]
+    add(f"with a cold start more clients learn slower at first and faster later (n_sync {n}) "
+        f"— the averaging reading",
+        "Paine et al., Experiment 2 (Fig. 2: 16 and 32 clients)",
+        _both(above(averaged["early_loss_32_minus_1"]),
+              below(averaged["late_slope_32_minus_1"])),
+        "32 clients against one, the server averaging, loss of the server's model on 128 fixed "
+        "training images after every step: higher over the first tenth of the run (interval of "
+        "the seed-paired difference above 0) and falling faster over its second half "
+        "(least-squares slope per 100 steps; interval below 0); lock-step clients",
+        {"averaging": averaged})
   # Experiment 3: a warm start for half the run.
   one3 = select(runs, part="paine3", clients=1)
-  warm = lambda n: select(runs, part="paine3", clients=8, n_sync=n, warm_start_momentum=True)
+  warm = lambda n, rule="sum": select(runs, part="paine3", clients=8, n_sync=n,
+                                      warm_start_momentum=True, server_rule=rule)
   if one3 and all(warm(n) for n in N_SYNCS_ASYNCHRONOUS):
     steps = len(next(iter(one3.values()))["probe_loss"])
     late_error = on_probe(lambda r: mean_over(r["probe_error"], steps - steps // 10, steps))
-    lower = {f"n_sync {n}": paired(warm(n), one3, late_error) for n in N_SYNCS_ASYNCHRONOUS}
-    add("with a warm start more clients reach a lower training error at every n_sync",
-        "Paine et al., Experiment 3 (Fig. 3)", _all(below(ci) for ci in lower.values()),
-        "8 clients against one after a warm start of half the run, the server summing: the "
-        "training error of the server's model on 128 fixed training images over the last tenth "
-        "of the run; reproduced if at every asynchronous n_sync (4, 16, 32) the interval of the "
-        "seed-paired difference lies below 0",
-        {"late_error_8_minus_1": lower})
     jagged = on_probe(lambda r: roughness(r["probe_loss"], steps // 2, steps))
-    rough = paired(warm(32), warm(4), jagged)
-    add("larger n_sync gives jagged training curves (stale updates)",
-        "Paine et al., Experiment 3 (Fig. 3, 4)", above(rough),
-        f"8 clients after the warm start: the RMS deviation of the server's per-step probe loss "
-        f"from its own {ROUGHNESS_WINDOW}-step moving average, n_sync 32 minus n_sync 4 (seed-"
-        f"paired); reproduced if its interval lies above 0",
-        {"roughness_32_minus_4": rough,
-         "roughness": {f"n_sync {n}": _mean_defined(jagged(r) for r in warm(n).values())
-                       for n in N_SYNCS}})
-    stale = paired(warm(4), warm(32), late_error)
+    summed["experiment 3: late error 8 minus 1"] = {
+        f"n_sync {n}": paired(warm(n), one3, late_error) for n in N_SYNCS_ASYNCHRONOUS}
     per_day = time_model["steps_per_day"]
     fewer = per_day[100] < per_day[900]
-    add("n_sync 100 processes fewer minibatches in 24 h than 900, yet ends at a lower error",
-        "Paine et al., Experiment 3 (Fig. 4)", _both(below(stale), fewer),
-        "8 clients after the warm start: late training error at n_sync 4 minus n_sync 32 (the "
-        "smallest and largest asynchronous n_sync, 8× apart as his 100 and 900), interval below "
-        "0; and fewer steps a day at n_sync 100 than 900 on Blue Waters — the time model's "
-        "prediction, not a measurement",
-        {"late_error_4_minus_32": stale, "predicted_steps_per_day": per_day})
-  # A-SGD against synchronous SGD: the config a user runs, on seeds that chose nothing.
-  asgd8 = select(runs, part="validate", label="configs/asgd8.py")
-  sync = select(runs, part="validate", scheme="data")
-  if asgd8 and sync:
-    difference = paired(asgd8, sync, lambda r: r["final_eval_top1"])
-    add("configs/asgd8.py (A-SGD, 8 clients) learns within 5 points of synchronous SGD",
-        "this study's config (the averaging server, chosen on seeds 0–4), not a claim of "
-        "Paine's: with his \"same settings\" and the summing reading, A-SGD collapses "
-        "(Experiment 1)",
-        None if difference is None else difference["mean"] >= -0.05,
-        "configs/asgd8.py against data parallelism on the same 8 × 16 images at the tuned rate, "
-        "equal epochs, on seeds 5–9 (which no choice was made on): reproduced if the mean "
-        "seed-paired difference in final test top-1 is within 5 points",
-        {"asgd8_minus_synchronous": difference,
-         "asgd8_top1": [r["final_eval_top1"] for r in asgd8.values()],
-         "synchronous_top1": [r["final_eval_top1"] for r in sync.values()]})
+    for rule, reading, n_syncs in (("sum", "the summing reading", N_SYNCS_ASYNCHRONOUS),
+                                   ("average", "the averaging reading", PAINE3_AVERAGED)):
+      if not all(warm(n, rule) for n in n_syncs):
+        continue
+      if rule == "average":
+        lower = {f"n_sync {n}": paired(warm(n, rule), one3, late_error) for n in n_syncs}
+        add(f"with a warm start more clients reach a lower training error at every n_sync — "
+            f"{reading}", "Paine et al., Experiment 3 (Fig. 3)",
+            _all(below(ci) for ci in lower.values()),
+            f"8 clients against one after a warm start of half the run, the server averaging: "
+            f"the training error of the server's model on 128 fixed training images over the last "
+            f"tenth of the run; reproduced if at n_sync {' and '.join(map(str, n_syncs))} the "
+            f"interval of the seed-paired difference lies below 0; lock-step clients",
+            {"late_error_8_minus_1": lower})
+      rough = paired(warm(n_syncs[-1], rule), warm(n_syncs[0], rule), jagged)
+      add(f"larger n_sync gives jagged training curves (stale updates) — {reading}",
+          "Paine et al., Experiment 3 (Fig. 3, 4)", above(rough),
+          f"8 clients after the warm start, the server {'summing' if rule == 'sum' else 'averaging'}: "
+          f"the RMS deviation of the server's per-step probe loss from its own "
+          f"{ROUGHNESS_WINDOW}-step moving average, n_sync {n_syncs[-1]} minus n_sync "
+          f"{n_syncs[0]} (seed-paired); reproduced if its interval lies above 0; lock-step clients",
+          {f"roughness_{n_syncs[-1]}_minus_{n_syncs[0]}": rough,
+           "roughness": {f"n_sync {n}": _mean_defined(jagged(r) for r in warm(n, rule).values())
+                         for n in n_syncs}})
+      stale = paired(warm(n_syncs[0], rule), warm(n_syncs[-1], rule), late_error)
+      add(f"n_sync 100 processes fewer minibatches in 24 h than 900, yet ends at a lower error — "
+          f"{reading}", "Paine et al., Experiment 3 (Fig. 4)", _both(below(stale), fewer),
+          f"8 clients after the warm start: late training error at n_sync {n_syncs[0]} minus "
+          f"n_sync {n_syncs[-1]} (8× apart as his 100 and 900), interval below 0; and fewer "
+          f"steps a day at n_sync 100 than 900 on Blue Waters — the time model's prediction, not "
+          f"a measurement; lock-step clients",
+          {f"late_error_{n_syncs[0]}_minus_{n_syncs[-1]}": stale,
+           "predicted_steps_per_day": per_day})
+  if summed:
+    add("Experiments 1, 2 and 3 under the summing reading: 8 or 32 clients at the one-client "
+        "rate, the server adding every client's change — one finding, three views of it",
+        "Paine et al., Experiments 1–3 (the reading fixed before the runs)",
+        False if any(_summing_fails(v) for v in summed.values()) else None,
+        "the rules of each experiment as under the averaging reading, the server summing; not "
+        "reproduced if any experiment's rule fails where its runs are finite. Their one cause: "
+        "a summing server moves D × one client's tuned step (here 8 × 0.125 = 1 as an "
+        "effective step η/(1−β)), and once updates are stale (n_sync ≥ 4) every setting of 4 "
+        "clients or more ends at chance; lock-step clients",
+        summed)
   # Su et al., against the one client on their schedule.
   target = chosen.get("su_target_top1")
   if target and select(runs, part="reference", steps=540):
@@ -366,6 +385,17 @@ def _mean_defined(values) -> float | None:
 
 
 N_SYNCS_ASYNCHRONOUS = (4, 16, 32)
+PAINE3_AVERAGED = (4, 32)  # Experiment 3 averaged (asynchronous.py's paine3 part).
+
+
+def _summing_fails(evidence: dict) -> bool:
+  """Whether one experiment's summing evidence fails its rule: a speed-up not faster, a cold
+  start's later slope not below one client's, or a warm start's error not below one client's."""
+  if "geometric_mean" in evidence:
+    return faster(evidence) is False
+  if "late_slope_32_minus_1" in evidence:
+    return below(evidence["late_slope_32_minus_1"]) is False
+  return any(below(ci) is False for ci in evidence.values())
 N_SYNCS = (1, 4, 16, 32)
 
 
@@ -414,33 +444,8 @@ def momentum_effect(runs: list[dict]) -> list[dict]:
 COLLAPSE_TOP1 = 0.2  # twice chance on 10 classes: a run that ends below it has not learned.
 
 
-COLLAPSE_PARTS = ("momentum", "paine1", "paine2")  # A-SGD from a cold start.
-
-
-def collapsed(runs: list[dict]) -> list[dict]:
-  """The A-SGD settings of COLLAPSE_PARTS that end below COLLAPSE_TOP1 on every seed and are not
-  at least as far out as another such setting (the same rule and momentum, as many clients or
-  more, n_sync and effective step as large or larger: asgd.collapse_warning's order, under which
-  the other already warns), sorted: what hybrid_parallel/local_sgd/asgd.py warns about (its
-  MEASURED_COLLAPSES). `effective_step` is the server's: each client's η/(1 − β), times the
-  clients when the server sums."""
-  cold = [r for r in runs if r["part"] in COLLAPSE_PARTS and r["scheme"] == "asgd" and
-          r["seed"] in STUDY_SEEDS]
-  found = []
-  for part, label in dict.fromkeys((r["part"], r["label"]) for r in cold):
-    chosen = select(cold, part=part, label=label)
-    if all(r["final_eval_top1"] < COLLAPSE_TOP1 for r in chosen.values()):
-      first = next(iter(chosen.values()))
-      share = first["clients"] if first["server_rule"] == "sum" else 1
-      found.append({"clients": first["clients"], "n_sync": first["n_sync"],
-                    "momentum": first["momentum"], "server_rule": first["server_rule"],
-                    "effective_step": round(share * first["effective_step"], 6),
-                    "seeds": len(chosen)})
-  least_far_out = [c for i, c in enumerate(found) if not any(
-      _at_least_as_far_out(c, other) and (other != c or j < i) for j, other in enumerate(found)
-      if j != i)]
-  return sorted(least_far_out, key=lambda c: (c["server_rule"], c["momentum"],
-                                              c["effective_step"], c["n_sync"], c["clients"]))
+COLLAPSE_PARTS = ("momentum", "staleness", "summing", "paine1", "paine2")  # A-SGD, cold start,
+# lock-step clients.
 
 
 def _at_least_as_far_out(setting: dict, collapse: dict) -> bool:
@@ -448,3 +453,214 @@ def _at_least_as_far_out(setting: dict, collapse: dict) -> bool:
           setting["momentum"] == collapse["momentum"] and
           setting["clients"] >= collapse["clients"] and setting["n_sync"] >= collapse["n_sync"] and
           setting["effective_step"] >= collapse["effective_step"])
+
+
+# --- The preset, the largest step, the summing server at its own rate, clients' own speeds -----
+
+PRESET_PRICE = "h100_node"  # the preset is chosen by time on one 8-GPU node (the same 8 devices).
+
+
+def _sweep_cell(runs: list[dict], label: str) -> dict:
+  return {s: r for s, r in select(runs, part="momentum", label=label).items()
+          if s in STUDY_SEEDS}
+
+
+def _synchronous(runs: list[dict], chosen: dict) -> dict:
+  return {s: r for s, r in select(runs, part="synchronous",
+                                  learning_rate=chosen.get("synchronous_rate")).items()
+          if s in STUDY_SEEDS}
+
+
+def preset_choice(runs: list[dict], chosen: dict) -> dict | None:
+  """configs/asgd8.py's setting, by time to accuracy and final accuracy against synchronous data
+  parallelism on the same 8 devices: among the momentum sweep's stale settings (n_sync ≥ 4)
+  that reach the target on every seed, the one with the shortest time to it priced on one H100
+  node (the highest geometric-mean speed-up over synchronous training); where another's speed-up
+  lies inside that one's 95% interval, the higher mean final test top-1 of the two decides.
+  Seeds 0–4; None before the sweep and the synchronous part have run."""
+  target, sync = chosen.get("target_top1"), _synchronous(runs, chosen)
+  sweep = [r for r in runs if r["part"] == "momentum" and r["seed"] in STUDY_SEEDS and
+           r["n_sync"] >= 4]
+  if not (target and sync and sweep):
+    return None
+  price = lambda side: _step_s(side, PRESET_PRICE)
+  cells = []
+  for label in dict.fromkeys(r["label"] for r in sweep):
+    cell = _sweep_cell(runs, label)
+    result = speedup(sync, cell, target, baseline_step_s=price(sync), method_step_s=price(cell))
+    if result["method_missed"] or not result["geometric_mean"]:
+      continue
+    first = next(iter(cell.values()))
+    cells.append({"label": label, "n_sync": first["n_sync"], "momentum": first["momentum"],
+                  "learning_rate": first["learning_rate"],
+                  "top1": round(mean_final(cell), 4), "speedup_over_synchronous": result,
+                  "top1_minus_synchronous": paired(cell, sync, lambda r: r["final_eval_top1"])})
+  if not cells:
+    return None
+  fastest = max(cells, key=lambda c: c["speedup_over_synchronous"]["geometric_mean"])
+  low, high = fastest["speedup_over_synchronous"]["ci95"] or (math.inf, -math.inf)
+  tied = [c for c in cells if c is fastest or
+          low <= c["speedup_over_synchronous"]["geometric_mean"] <= high]
+  choice = max(tied, key=lambda c: (c["top1"], c is fastest))
+  return {**choice, "synchronous_top1": round(mean_final(sync), 4),
+          "faster_than_synchronous": faster(choice["speedup_over_synchronous"]),
+          "candidates": len(cells)}
+
+
+def preset_validation(runs: list[dict], chosen: dict) -> dict | None:
+  """configs/asgd8.py against synchronous data parallelism on the validation seeds (5–9, which
+  chose nothing): final test top-1 (seed-paired difference) and time to the target priced on
+  one H100 node."""
+  preset = select(runs, part="validate", label="configs/asgd8.py")
+  sync = select(runs, part="validate", scheme="data")
+  target = chosen.get("target_top1")
+  if not (preset and sync and target):
+    return None
+  price = lambda side: _step_s(side, PRESET_PRICE)
+  return {"seeds": sorted(preset), "n_sync": next(iter(preset.values()))["n_sync"],
+          "top1": [r["final_eval_top1"] for r in preset.values()],
+          "synchronous_top1": [r["final_eval_top1"] for r in sync.values()],
+          "top1_minus_synchronous": paired(preset, sync, lambda r: r["final_eval_top1"]),
+          "speedup_over_synchronous": speedup(sync, preset, target, baseline_step_s=price(sync),
+                                              method_step_s=price(preset))}
+
+
+LARGEST_STEP = 1.0  # the sweep's largest effective step, where "staleness does not simply hurt".
+
+
+def largest_step(runs: list[dict]) -> dict | None:
+  """Momentum 0.9 at η/(1−β) 1 at n_sync 1 (synchronous SGD's update) and 4, on the sweep's
+  seeds and the `staleness` part's: how many runs of each collapse (end below COLLAPSE_TOP1),
+  and the seed-paired difference n_sync 4 − n_sync 1 in final test top-1; data parallelism at
+  the same rate (the synchronous program) beside them."""
+  cell = lambda n: select([r for r in runs if r["part"] in ("momentum", "staleness")],
+                          n_sync=n, momentum=0.9, effective_step=LARGEST_STEP)
+  one, four = cell(1), cell(4)
+  if not (one and four):
+    return None
+  data = select(runs, part="synchronous", learning_rate=round(LARGEST_STEP * 0.1, 6))
+  collapses = lambda c: sum(r["final_eval_top1"] < COLLAPSE_TOP1 for r in c.values())
+  difference = paired(four, one, lambda r: r["final_eval_top1"])
+  return {"seeds": sorted(set(one) & set(four)),
+          "collapsed": {"n_sync 1": f"{collapses(one)} of {len(one)}",
+                        "n_sync 4": f"{collapses(four)} of {len(four)}",
+                        "data parallelism": f"{collapses(data)} of {len(data)}"},
+          "top1": {"n_sync 1": round(mean_final(one), 4), "n_sync 4": round(mean_final(four), 4),
+                   "data parallelism": round(mean_final(data), 4) if data else None},
+          "n_sync_4_minus_1": difference,
+          "staleness_helps": above(difference)}
+
+
+def summing_grid(runs: list[dict]) -> dict | None:
+  """8 clients summed at n_sync 4 (the `summing` part) at each client rate, and the rate the
+  best mean final test top-1 chooses; beside each, the averaging server at the same server
+  effective step (the momentum sweep), seed-paired."""
+  part = [r for r in runs if r["part"] == "summing"]
+  if not part:
+    return None
+  rows = []
+  for label in dict.fromkeys(r["label"] for r in part):
+    cell = select(part, label=label)
+    first = next(iter(cell.values()))
+    server_step = round(first["clients"] * first["effective_step"], 6)
+    averaged = _sweep_cell(runs, f"β 0.9, η/(1−β) {server_step}, n_sync 4")
+    rows.append({"learning_rate": first["learning_rate"], "server_effective_step": server_step,
+                 "top1": round(mean_final(cell), 4), "seeds": len(cell),
+                 "collapsed": sum(r["final_eval_top1"] < COLLAPSE_TOP1 for r in cell.values()),
+                 "averaged_top1": round(mean_final(averaged), 4) if averaged else None,
+                 "summed_minus_averaged": paired(cell, averaged, lambda r: r["final_eval_top1"])})
+  best = max(rows, key=lambda r: (r["top1"], -r["learning_rate"]))
+  return {"rows": rows, "chosen_rate": best["learning_rate"]}
+
+
+def time_to(run: dict, target: float) -> float:
+  """The run's time (mean client steps) to `target`: its steps where its clients kept step,
+  its evaluations' times (`eval_time`) where they did not."""
+  if "eval_time" not in run:
+    return steps_to(run, target)
+  return steps_to({"eval_top1": [[t, v] for t, (_, v) in zip(run["eval_time"], run["eval_top1"])]},
+                  target)
+
+
+def synchronous_time(step_times: str, *, seed: int, clients: int, steps: float) -> float:
+  """The time (mean client steps) synchronous data parallelism takes for `steps` steps when its
+  devices' step times are drawn as asgd.py's clients' (the same seed): each step waits for the
+  slowest device; a fraction of a step is that fraction of it."""
+  if math.isinf(steps):
+    return math.inf
+  whole = int(math.floor(steps))
+  draws = jax.vmap(lambda k: asgd.step_durations(step_times, seed=seed,
+                                                 clients=jnp.arange(clients), step=k))(
+      jnp.arange(1, whole + 2))
+  slowest = np.asarray(draws).max(axis=1)
+  return float(slowest[:whole].sum() + (steps - whole) * slowest[whole])
+
+
+def step_times_effect(runs: list[dict], chosen: dict) -> list[dict]:
+  """The `speeds` part: configs/asgd8.py's setting with clients at their own speeds, against the
+  same setting in lock-step (the momentum sweep, seed-paired) in final test top-1, and against
+  synchronous data parallelism at its tuned rate whose devices' steps take the same draws (each
+  step waits for the slowest) in time to the target; with the staleness each saw."""
+  target, sync = chosen.get("target_top1"), _synchronous(runs, chosen)
+  rows = []
+  for label in dict.fromkeys(r["label"] for r in runs if r["part"] == "speeds"):
+    cell = select(runs, part="speeds", label=label)
+    first = next(iter(cell.values()))
+    lockstep = _sweep_cell(runs, label.rsplit(", ", 1)[0])
+    times = {}
+    for seed in sorted(set(cell) & set(sync)):
+      mine = time_to(cell[seed], target)
+      theirs = synchronous_time(first["step_times"], seed=seed, clients=first["clients"],
+                                steps=steps_to(sync[seed], target))
+      times[seed] = (theirs, mine)
+    logs = [math.log(a / b) for a, b in times.values() if math.isfinite(a) and math.isfinite(b)]
+    ci = interval(logs)
+    stale = [r["staleness"] for r in cell.values()]
+    rows.append({
+        "step_times": first["step_times"], "label": label, "seeds": sorted(cell),
+        "top1": round(mean_final(cell), 4),
+        "top1_sd": round(statistics.stdev(r["final_eval_top1"] for r in cell.values()), 4)
+        if len(cell) > 1 else None,
+        "lockstep_top1": round(mean_final(lockstep), 4) if lockstep else None,
+        "minus_lockstep": paired(cell, lockstep, lambda r: r["final_eval_top1"]),
+        "speedup_over_synchronous": {
+            "geometric_mean": round(math.exp(statistics.mean(logs)), 3) if logs else None,
+            "ci95": None if ci is None else [round(math.exp(v), 3) for v in ci["ci95"]],
+            "n": len(logs), "method_missed": [s for s, (a, b) in times.items()
+                                              if math.isinf(b) and math.isfinite(a)],
+            "baseline_missed": [s for s, (a, _) in times.items() if math.isinf(a)],
+            "per_seed": {s: round(a / b, 3) for s, (a, b) in times.items()
+                         if math.isfinite(a) and math.isfinite(b)}},
+        "staleness_mean": round(statistics.mean(x["staleness_mean"] for x in stale), 3),
+        "staleness_90": statistics.mean(x["staleness_quantiles"]["90"] for x in stale),
+        "staleness_max": max(x["staleness_max"] for x in stale),
+        "client_steps": [round(statistics.mean(x["client_steps"][c] for x in stale))
+                         for c in range(first["clients"])]})
+  return rows
+
+
+def boundary(runs: list[dict]) -> list[dict]:
+  """Where A-SGD was measured not to learn, partly or wholly: every lock-step A-SGD setting of
+  COLLAPSE_PARTS (seeds 0–9) on which at least one seed ended below COLLAPSE_TOP1, keyed by the
+  server's rule, momentum, clients, n_sync and the server's effective step (each client's
+  η/(1 − β), times the clients when summed), with how many of its seeds collapsed; an entry at
+  least as far out as another of the same rule and momentum that collapsed on as large a share
+  of its seeds is left out (the nearer one already warns). Sorted: hybrid_parallel/local_sgd/
+  asgd.py's MEASURED_BOUNDARY."""
+  cold = [r for r in runs if r["part"] in COLLAPSE_PARTS and r["scheme"] == "asgd" and
+          r.get("step_times", "equal") == "equal" and r["seed"] < 10]
+  cells = {}
+  for r in cold:
+    share = r["clients"] if r["server_rule"] == "sum" else 1
+    key = (r["server_rule"], r["momentum"], r["clients"], r["n_sync"],
+           round(share * r["effective_step"], 6))
+    cells.setdefault(key, {})[r["seed"]] = r["final_eval_top1"] < COLLAPSE_TOP1
+  found = [{"server_rule": k[0], "momentum": k[1], "clients": k[2], "n_sync": k[3],
+            "effective_step": k[4], "collapsed": sum(v.values()), "seeds": len(v)}
+           for k, v in cells.items() if any(v.values())]
+  share = lambda c: c["collapsed"] / c["seeds"]
+  nearest = [c for c in found if not any(
+      other is not c and _at_least_as_far_out(c, other) and share(other) >= share(c)
+      and (other != c) for other in found)]
+  return sorted(nearest, key=lambda c: (c["server_rule"], c["momentum"], c["effective_step"],
+                                        c["n_sync"], c["clients"]))

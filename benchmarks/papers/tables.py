@@ -370,6 +370,86 @@ asynchronous_findings = per_row(
     ("result here", lambda r: _evidence(r["evidence"])), rows=lambda result: result["findings"])
 
 
+def _pct(value) -> str:
+  return "—" if value is None else f"{100 * value:.1f}"
+
+
+asynchronous_preset = per_row(
+    ("setting (momentum sweep, seeds 0–4)", "{label}"),
+    ("final test top-1 %", lambda r: _pct(r["top1"])),
+    ("minus synchronous, points", lambda r: _interval(r["top1_minus_synchronous"], 100)),
+    ("speed-up over synchronous to the target, one H100 node",
+     lambda r: _speedup(r["speedup_over_synchronous"])),
+    rows=lambda result: [result["chosen"]["asgd8"]] if result["chosen"].get("asgd8") else [])
+
+
+def _validation_rows(result):
+  v = result.get("preset_validation")
+  return [v] if v else []
+
+
+asynchronous_preset_validation = per_row(
+    ("run (seeds 5–9)", lambda r: f"configs/asgd8.py (n_sync {r['n_sync']})"),
+    ("final test top-1 %", lambda r: _spread(r["top1"])),
+    ("synchronous, same seeds", lambda r: _spread(r["synchronous_top1"])),
+    ("difference, points", lambda r: _interval(r["top1_minus_synchronous"], 100)),
+    ("speed-up over synchronous to the target, one H100 node",
+     lambda r: _speedup(r["speedup_over_synchronous"])),
+    rows=_validation_rows)
+
+asynchronous_where = per_row(
+    ("machine (ImageNet AlexNet, 128 images a GPU)", "{machine}"),
+    ("synchronous s per step", "{synchronous_step_s}"), ("A-SGD s per step", "{asgd_step_s}"),
+    ("configs/asgd8.py's speed-up to the target (steps measured, priced by the time model)",
+     lambda r: _speedup(r["speedup"])),
+    ("the fastest stale sweep setting here", "{fastest}"),
+    ("its speed-up", lambda r: _speedup(r["fastest_speedup"])),
+    rows=lambda result: result.get("where_asgd_is_faster") or [])
+
+
+def _largest_rows(result):
+  found = result.get("largest_step")
+  if not found:
+    return []
+  return [{"run": name, "collapsed": found["collapsed"][name], "top1": found["top1"][name]}
+          for name in ("n_sync 1", "n_sync 4", "data parallelism")]
+
+
+asynchronous_largest_step = per_row(
+    ("momentum 0.9, η/(1−β) 1 (rate 0.1)", "{run}"), ("seeds below 20%", "{collapsed}"),
+    ("mean final test top-1 %", lambda r: _pct(r["top1"])), rows=_largest_rows)
+
+_asynchronous_summing = per_row(
+    ("client rate", "{learning_rate}"), ("server's η/(1−β)", "{server_effective_step}"),
+    ("seeds", "{seeds}"), ("seeds below 20%", "{collapsed}"),
+    ("summed: final test top-1 %", lambda r: _pct(r["top1"])),
+    ("averaged at the same server step %", lambda r: _pct(r["averaged_top1"])),
+    ("summed − averaged, points", lambda r: _interval(r["summed_minus_averaged"], 100)),
+    rows=lambda result: (result.get("summing") or {}).get("rows", []))
+
+
+def asynchronous_summing(result) -> str:
+  """The summing part's table, or nothing before it has run."""
+  return _asynchronous_summing(result) if (result.get("summing") or {}).get("rows") else ""
+
+asynchronous_step_times = per_row(
+    ("step times", "{step_times}"), ("seeds", lambda r: len(r["seeds"])),
+    ("final test top-1 %", lambda r: f"{100 * r['top1']:.1f} ± {100 * (r['top1_sd'] or 0):.1f}"),
+    ("minus lock-step (same seeds), points", lambda r: _interval(r["minus_lockstep"], 100)),
+    ("staleness: mean / 90th pct / max (pushes)",
+     lambda r: f"{r['staleness_mean']:.1f} / {r['staleness_90']:.1f} / {r['staleness_max']}"),
+    ("each client's steps (mean over seeds)", lambda r: ", ".join(map(str, r["client_steps"]))),
+    ("speed-up over synchronous to the target, same step times",
+     lambda r: _speedup(r["speedup_over_synchronous"])),
+    rows=lambda result: result.get("step_times", []))
+
+asynchronous_boundary = per_row(
+    ("server", "{server_rule}"), ("momentum", "{momentum}"), ("clients", "{clients}"),
+    ("n_sync", "{n_sync}"), ("server's η/(1−β)", "{effective_step}"),
+    ("seeds below 20%", lambda r: f"{r['collapsed']} of {r['seeds']}"),
+    rows=lambda result: result.get("boundary", []))
+
+
 TABLES = {"table1": (table1, "table1.json"),
           **{f"asynchronous_{name}": (table, "asynchronous.json") for name, table in (
               ("findings", asynchronous_findings), ("reference", asynchronous_reference),
@@ -377,7 +457,11 @@ TABLES = {"table1": (table1, "table1.json"),
               ("paine1", asynchronous_paine1), ("paine2", asynchronous_paine2),
               ("paine3", asynchronous_paine3), ("su", asynchronous_su),
               ("su_rates", asynchronous_su_rates), ("validate", asynchronous_validate),
-              ("overlap", asynchronous_overlap))},
+              ("overlap", asynchronous_overlap), ("preset", asynchronous_preset),
+              ("preset_validation", asynchronous_preset_validation),
+              ("where", asynchronous_where), ("largest_step", asynchronous_largest_step),
+              ("summing", asynchronous_summing), ("step_times", asynchronous_step_times),
+              ("boundary", asynchronous_boundary))},
           "owt_variants": (owt_variants, "owt_variants.json"),
           "large_batch_tiny": (large_batch_tiny, "large_batch_tiny.json"),
           "large_batch": (large_batch, "large_batch.json"),

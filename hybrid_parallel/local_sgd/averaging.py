@@ -78,12 +78,14 @@ def check(settings: Settings, replicas: int) -> None:
                     f"{replicas}; use hopping_ring, ring or allreduce.")
 
 
-def make_sync(settings: Settings, replicas: int) -> core.Sync:
-  """Mixes the parameters (and momentum) after every sync_every-th step; evaluates the mean."""
+def make_sync(settings: Settings, replicas: int, *, seed: int = 0) -> core.Sync:
+  """Mixes the parameters (and momentum) after every sync_every-th step; evaluates the mean.
+  `seed` is unused: every replica steps every step."""
+  del seed
   method, sync_every = settings.average_method, settings.sync_every
 
-  def apply(local, client, shared, previous_params, step):
-    del previous_params
+  def apply(local, client, shared, previous, step):
+    del previous
 
     def average(local):
       sync_index = step // sync_every - 1

@@ -53,19 +53,24 @@ class Sync:
   """How the replicas of a local-SGD scheme meet.
 
   Attributes:
-    apply: `(local, client, shared, previous_params, step) -> (local, client, shared)`, run on
+    apply: `(local, client, shared, previous, step) -> (local, client, shared)`, run on
       each device after its local update, inside a shard_map over "data" without replication
-      checks (it may use ppermute); `local` (a Replica) and `client` are this replica's
-      (unstacked) state, `step` the number of updates now taken. What it returns as `shared`
+      checks (it may use ppermute); `local` (a Replica, after the update), `previous` (the
+      Replica before it) and `client` are this replica's (unstacked) state, `step` the number
+      of program steps now taken. What it returns as `shared`
       must be the same on every device.
     eval_params: `ReplicaState -> params`: the model to evaluate, whole on every device.
     client_init: `params -> one replica's extra state` (stacked for all); None: empty.
     shared_init: `params -> the replicated scheme state`; None: empty.
+    steps: `(shared, step) -> bool`, inside the shard_map: whether this replica takes a step
+      in program step `step` (A-SGD's clients at their own speeds); a replica that does not
+      skips its gradient, and `apply` receives its state unchanged. None: every replica steps.
   """
   apply: Callable
   eval_params: Callable
   client_init: Callable | None = None
   shared_init: Callable | None = None
+  steps: Callable | None = None
 
 
 def create(model: models.AlexNet, plan: partitioning.Plan, mesh, *, tx, image_shape, seed: int,
@@ -113,16 +118,30 @@ def make_step(model: models.AlexNet, plan: partitioning.Plan, mesh, *, tx, specs
     local, client = jax.tree.map(lambda x: x[0], (state.local, state.client))
     local_batch = images_BHWC.shape[0]
     batch = common.DeviceBatch(images_BHWC, labels_B, common.example_ids(plan, local_batch))
-    # The replica's own mean loss (no batch norm: the local-SGD schemes refuse it).
-    out = common.loss_and_grads(model, local.params, batch, batch_stats={},
-                                key=common.dropout_key(state), normaliser=local_batch)
-    updates, opt_state = tx.update(out.grads, local.opt_state, local.params)
     new_step = state.step + 1
-    updated = Replica(optax.apply_updates(local.params, updates), opt_state)
-    updated, client, shared = sync.apply(updated, client, state.shared, local.params, new_step)
-    metrics = common.step_metrics(loss=jax.lax.psum(out.loss, DATA) / plan.data,
-                                  correct=jax.lax.psum(out.correct, DATA),
-                                  examples=local_batch * plan.data)
+
+    def local_step(local):
+      # The replica's own mean loss (no batch norm: the local-SGD schemes refuse it).
+      out = common.loss_and_grads(model, local.params, batch, batch_stats={},
+                                  key=common.dropout_key(state), normaliser=local_batch)
+      updates, opt_state = tx.update(out.grads, local.opt_state, local.params)
+      return Replica(optax.apply_updates(local.params, updates), opt_state), out.loss, out.correct
+
+    if sync.steps is None:
+      updated, loss, correct = local_step(local)
+      stepped = plan.data
+    else:  # a replica whose step does not end in this program step computes nothing.
+      stepping = sync.steps(state.shared, new_step)
+      _, loss_shape, correct_shape = jax.eval_shape(local_step, local)
+      updated, loss, correct = jax.lax.cond(
+          stepping, local_step, lambda local: (local, jnp.zeros((), loss_shape.dtype),
+                                               jnp.zeros((), correct_shape.dtype)), local)
+      stepped = jnp.maximum(jax.lax.psum(stepping.astype(jnp.int32), DATA), 1)
+    updated, client, shared = sync.apply(updated, client, state.shared, local, new_step)
+    # The mean over the replicas that stepped.
+    metrics = common.step_metrics(loss=jax.lax.psum(loss, DATA) / stepped,
+                                  correct=jax.lax.psum(correct, DATA),
+                                  examples=local_batch * stepped)
     restack = lambda tree: jax.tree.map(lambda x: x[None], tree)
     return state.replace(step=new_step, local=restack(updated), client=restack(client),
                          shared=shared), metrics
