@@ -1,7 +1,7 @@
-r"""The docs' tables, rendered from the JSON the studies wrote: never copied by hand.
+r"""The docs' tables and figures, rendered from the JSON the studies wrote: never copied by hand.
 
-  python -m benchmarks.docs            # rewrite every table block in docs/*.md and README.md
-  python -m benchmarks.docs --check    # exit 1 if a block differs from its JSON
+  python -m benchmarks.docs            # rewrite every table and figure in docs/*.md and README.md
+  python -m benchmarks.docs --check    # exit 1 if one differs from its JSON
 
 A page includes a table as a block
 
@@ -21,13 +21,20 @@ A page says where a table's figures come from with a block
   <!-- end record -->
 
 whose body is `record_line(FILE)`: the date, machine and command of docs/FILE's record.
+
+A figure quoted in a sentence is a span
+
+  <!-- figure: NAME -->...<!-- end -->
+
+whose text is `render_figure(NAME)`: the function declared for NAME in `benchmarks.figures.FIGURES`
+applied to its JSON. README.md and the guides quote every measured figure so.
 """
 
 import os
 import re
 import sys
 
-from benchmarks import DOCS, ROOT, load_results
+from benchmarks import DOCS, ROOT, figures, load_results
 from benchmarks.choosing import tables as choosing
 from benchmarks.communication import tables as communication
 from benchmarks.papers import tables as papers
@@ -46,6 +53,8 @@ _BLOCK = re.compile(r"(<!-- table: (?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- end
                     re.DOTALL)
 _RECORD = re.compile(r"(<!-- record: (?P<file>[\w.-]+\.json) -->\n)(?P<indent> *)(?P<body>.*?)"
                      r"( *<!-- end record -->)", re.DOTALL)
+# A figure's span stays on one line: it sits inside a sentence.
+FIGURE = re.compile(r"(<!-- figure: (?P<name>[\w.-]+) -->)(?P<body>[^\n]*?)(<!-- end -->)")
 
 
 def _load(path: str):
@@ -82,6 +91,12 @@ def render(name: str, docs: str = DOCS) -> str:
   return function(_load(os.path.join(docs, files)))
 
 
+def render_figure(name: str, docs: str = DOCS) -> str:
+  """The text of figure `name` from its JSON in `docs`."""
+  function, file = figures.FIGURES[name]
+  return function(_load(os.path.join(docs, file)))
+
+
 def pages(root: str = ROOT) -> list[str]:
   """The Markdown pages that may include tables: README.md and docs/*.md."""
   docs = os.path.join(root, "docs")
@@ -91,7 +106,8 @@ def pages(root: str = ROOT) -> list[str]:
 
 def refresh(text: str, docs: str = DOCS) -> str:
   """`text` with every table block's body rendered anew from its JSON (a block whose JSON is not
-  there yet is left as it is), and every record block's from its JSON's record."""
+  there yet is left as it is), every record block's from its JSON's record, and every figure from
+  its JSON (a figure of no declared name is an error)."""
 
   def block(m):
     if not measured(m.group("name"), docs):
@@ -102,7 +118,12 @@ def refresh(text: str, docs: str = DOCS) -> str:
     return (m.group(1) + m.group("indent") + record_line(m.group("file"), docs) + "\n" +
             m.group(5))
 
-  return _RECORD.sub(record_block, _BLOCK.sub(block, text))
+  def figure(m):
+    if m.group("name") not in figures.FIGURES:
+      raise KeyError(f"no figure named {m.group('name')} in benchmarks/figures.py")
+    return m.group(1) + render_figure(m.group("name"), docs) + m.group(4)
+
+  return FIGURE.sub(figure, _RECORD.sub(record_block, _BLOCK.sub(block, text)))
 
 
 def update_docs(root: str = ROOT, *, check: bool = False) -> list[str]:

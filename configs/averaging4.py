@@ -6,7 +6,7 @@ syncs mix all four replicas.
 
   python main.py --config=configs/averaging4.py
 
-Expected: single's test top-1 on digits within about a point (the README's table).
+Expected: single's test top-1 on digits within about a point (docs/schemes.md's table).
 """
 
 from configs import default

@@ -4,7 +4,7 @@ Every device holds the whole network; gradients are summed over the data axis ea
 
   python main.py --config=configs/data2.py
 
-Expected: single's test top-1 on digits within about a point (the README's table).
+Expected: single's test top-1 on digits within about a point (docs/schemes.md's table).
 """
 
 from configs import default

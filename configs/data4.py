@@ -2,7 +2,7 @@ r"""Yadan et al. 2013, Table 1, row 4: AlexNet data-parallel on 4 devices, 64 im
 
   python main.py --config=configs/data4.py
 
-Expected: single's test top-1 on digits within about a point (the README's table).
+Expected: single's test top-1 on digits within about a point (docs/schemes.md's table).
 """
 
 from configs import default

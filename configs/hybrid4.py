@@ -5,8 +5,8 @@ This was the paper's fastest configuration (4.8 days vs 10.5 on one GPU).
 
   python main.py --config=configs/hybrid4.py
 
-Expected: single's test top-1 on digits within about a point (the README's table; on a
-CPU, 4 simulated devices).
+Expected: single's test top-1 on digits within about a point (docs/schemes.md's table of every
+config trained end to end; on a CPU, 4 simulated devices).
 """
 
 from configs import default

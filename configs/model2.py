@@ -5,7 +5,7 @@ and half the neurons of every FC layer; activations cross at conv3 and the FC la
 
   python main.py --config=configs/model2.py
 
-Expected: single's test top-1 on digits within about a point (the README's table).
+Expected: single's test top-1 on digits within about a point (docs/schemes.md's table).
 """
 
 from configs import default

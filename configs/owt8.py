@@ -17,7 +17,7 @@ Measured by `python -m benchmarks.papers.owt_variants` (seeds 0-2; 2026-11-26, a
 Xeon, 8 simulated devices, ~10 minutes a run): 98.4 ± 0.6% test top-1 after 250 steps (98.6,
 98.9, 97.8; the test set's sampling error ± 0.7), no seed falling back towards chance (the dips
 after a run first passes 50% are over by step 50); at tiny width (alexnet_owt_tiny, the same
-settings) 95.6 ± 0.3%. The README's owt table has both.
+settings) 95.6 ± 0.3%. docs/schemes.md's owt table has both.
 """
 
 from configs import default

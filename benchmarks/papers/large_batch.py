@@ -185,7 +185,7 @@ def write_outputs(results, out: str) -> None:
   fig, axes = _panels(plt, len(models))
   for ax, model in zip(axes.flat, models):
     for rule in RULES:
-      best = {}  # per batch, the rule's best setting by its mean (as the README's table).
+      best = {}  # per batch, the rule's best setting by its mean (as the summary table).
       for r in sweep:
         if r["model"] == model and r["rule"] == rule:
           best[r["global_batch"]] = max(best.get(r["global_batch"], 0.0),

@@ -22,8 +22,8 @@ settings, ~40 s a run instead of ~10 minutes on a 2-core CPU).
 Writes owt_variants.json — one row per run and model: per-seed lists (`seeds`, `eval_top1`,
 `eval_top5`, the lowest test top-1 after first reaching LEARNED, wall-clock, the test top-1 and
 training-loss curves) and their mean and spread — and owt_variants.png (every seed's curves
-against epochs) under runs/owt_variants/ (or --out; with --publish into docs/, which the README's
-and docs/schemes.md's table is made from). Each run's progress lines (compile, step, loss, ETA)
+against epochs) under runs/owt_variants/ (or --out; with --publish into docs/, which
+docs/schemes.md's table is made from). Each run's progress lines (compile, step, loss, ETA)
 stream as it trains. A stopped study resumes from the JSON in its output folder: a run's seeds
 already there are not trained again (rows are known
 by run and model, so after a change to a run's config, delete its row to measure it again).

@@ -7,7 +7,8 @@ For every config: wall-clock seconds of the whole `python main.py --config=confi
 (from scratch), its final test top-1 / top-5, its median training images/s, and the mesh. Streams
 each run's progress lines (compile, step, loss, ETA), prints one JSON object per config as it
 finishes, then a Markdown table; writes table1.json under runs/table1/ (or --out; with --publish
-into docs/, which the README's table is made from), keeping the rows of configs not run this time.
+into docs/, which docs/schemes.md's table is made from), keeping the rows of configs not run this
+time.
 
 Wall-clock on a CPU host with simulated devices measures the machinery, not the scheme's merit on
 real accelerators (all simulated devices share the host's cores).

@@ -1,4 +1,4 @@
-"""The tables of the papers' findings reproduced here (README, docs/schemes.md,
+"""The tables of the papers' findings reproduced here (docs/schemes.md,
 docs/large_batch.md, docs/asynchronous.md), from the JSON of benchmarks/papers/: table1,
 owt_variants, large_batch, asynchronous."""
 
@@ -86,11 +86,12 @@ def large_batch(results) -> str:
                  for model, batch, steps in rows))
 
 
-SUMMARY_SEEDS = 3  # the README's summary shows only settings run on at least this many seeds.
+# docs/large_batch.md's summary shows only settings run on at least this many seeds.
+SUMMARY_SEEDS = 3
 
 
 def large_batch_summary(results) -> str:
-  """The README's view of the sweep, over at least SUMMARY_SEEDS seeds: per model, the reference
+  """The summary of the sweep, over at least SUMMARY_SEEDS seeds: per model, the reference
   batch, every rule's best at 8× it, and the best rule at the largest batch run ("" until such
   a setting has run)."""
   cells = _best_sweep_cells(results, min_seeds=SUMMARY_SEEDS)

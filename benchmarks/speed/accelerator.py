@@ -129,13 +129,14 @@ class Sizes:
   steps: int  # timed steps per measurement (the median is reported)
   warmup: int  # untimed steps after the compile
   mock_runs: dict  # name -> (model, parallelism, data, model ways, global batch, overrides)
-  trainer_batches: tuple[int, ...]  # main.py against the bare step at each (the issue's goal).
+  trainer_batches: tuple[int, ...]  # main.py against the bare step at each (target >= 0.9x).
   trainer_args: tuple[str, ...]  # main.py's other overrides.
   trainer_profile_steps: int  # main.py's steps traced (after its first), for when the GPU waited.
 
   @property
   def goal(self) -> tuple[str, str, int]:
-    """The configuration the issue's goals are stated for: bfloat16 alexnet_owt at batch 512."""
+    """The configuration the project's speed targets are stated for: bfloat16 alexnet_owt at
+    batch 512."""
     return self.models[-1], "bfloat16", self.batches[-1]
 
 
@@ -312,7 +313,7 @@ def pytorch(*, timeout_s: float) -> dict:
 
 
 def compare_with_pytorch(report: dict, sizes: Sizes) -> None:
-  """Ours ÷ the best PyTorch variant at each batch, for the goal's model, into the pytorch
+  """Ours ÷ the best PyTorch variant at each batch, for the target's model, into the pytorch
   section: done when the report is written, so that the two sections may come from different
   runs (--previous)."""
   sections = report["sections"]
@@ -357,7 +358,7 @@ def profile(sizes: Sizes) -> dict:
 
 
 def tuning(sizes: Sizes) -> list[dict]:
-  """The goal configuration changed one thing at a time; the baseline is timed first and again
+  """The target configuration changed one thing at a time; the baseline is timed first and again
   last, so that the spread between two timings of one program is in the table too."""
   model, dtype, batch = sizes.goal
   platform_name = jax.devices()[0].platform
@@ -502,7 +503,7 @@ def mock_multi_gpu(sizes: Sizes, *, deadline: float) -> list[dict]:
 
 def trainer(sizes: Sizes, *, timeout_s: float) -> list[dict]:
   """`python main.py` (common/main_runs.py, as every benchmark that trains) against the bare
-  step at the same settings, in the same call: the 1×1 `single` scheme with the goal's model in
+  step at the same settings, in the same call: the 1×1 `single` scheme with the target's model in
   bfloat16 on synthetic data, at each of `sizes.trainer_batches`. main.py traces a few steps
   after its first (the median leaves out the log windows that hold them): when the device
   worked and waited (trace_stats.device_timeline; the trace is copied to --out)."""

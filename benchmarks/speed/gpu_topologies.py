@@ -6,7 +6,7 @@ is in hybrid_parallel/analysis/hardware.py.
 topology="SLICES x HOSTS x GPUS")` needs only jax[cuda12] or jax[cuda13] installed — no GPU and no
 driver, once JAX_SKIP_CUDA_CONSTRAINTS_CHECK lets the plugin load without one. TEXT describes the
 GPU (an XLA `stream_executor.GpuTargetConfigProto`), written here from `Gpu` below; XLA keeps such
-descriptions for its GPUs in its source tree (xla/backends/gpu/target_config/specs/), and a lent
+descriptions for its GPUs in its source tree (xla/backends/gpu/target_config/specs/), and a
 GPU prints its own (the plugin asks a local GPU when no target_config is given).
 """
 

@@ -172,7 +172,7 @@ H100 = Device("NVIDIA H100 SXM", {"bfloat16": 989e12, "float32": 495e12}, 84_942
               "NVIDIA's H100 datasheet: 989 TFLOP/s dense bf16, 495 TF32; 80 GB HBM3 "
               "(84,942,979,072 B as XLA's h100_sxm spec records the driver's figure)")
 H200 = Device("NVIDIA H200", {"bfloat16": 989e12, "float32": 495e12}, 143_771 * 2**20,
-              "NVIDIA's H200 datasheet: the H100's arithmetic, 141 GB HBM3e (the lent H200 "
+              "NVIDIA's H200 datasheet: the H100's arithmetic, 141 GB HBM3e (the measured H200 "
               "reported 143,771 MiB, docs/gpu.json)")
 DEVICES = {"titan": TITAN, "k20": K20, "k20x": K20X, "h100": H100, "h200": H200}
 
