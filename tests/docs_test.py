@@ -136,9 +136,11 @@ SETTINGS = {
 
 def measured_figures(text: str) -> list[str]:
   """The measured figures typed by hand in `text`: those outside table blocks, figure spans,
-  HTML comments and inline code spans, less the SETTINGS."""
+  record lines (a results file's date, machine and command), HTML comments and inline code
+  spans, less the SETTINGS."""
   text = docs._BLOCK.sub("", text)
   text = docs.FIGURE.sub("", text)
+  text = re.sub(r"<!-- record: .*?<!-- end record -->", "", text, flags=re.S)
   text = re.sub(r"<!--.*?-->", "", text, flags=re.S)
   text = re.sub(r"```.*?```", lambda m: re.sub(r"`", "", m.group(0)), text, flags=re.S)
   text = re.sub(r"`[^`\n]+`", "", text)
@@ -279,8 +281,8 @@ class TablesTest(absltest.TestCase):
 
   def test_a_stale_figure_is_rewritten_from_its_json_and_an_unknown_one_refused(self):
     text = "took <!-- figure: table1.hybrid4.wall_clock -->30–40 s<!-- end --> here\n"
-    with open(os.path.join(ROOT, "docs", "table1.json")) as f:
-      hybrid4 = next(r for r in json.load(f) if r["config"] == "hybrid4")
+    rows = benchmarks.load_if_present(os.path.join(ROOT, "docs", "table1.json"))
+    hybrid4 = next(r for r in rows if r["config"] == "hybrid4")
     self.assertEqual(docs.refresh(text), "took <!-- figure: table1.hybrid4.wall_clock -->"
                      f"{hybrid4['wall_clock_s']:.0f} s<!-- end --> here\n")
     with self.assertRaisesRegex(KeyError, "no figure named made.up"):

@@ -32,16 +32,6 @@ owt_variants = per_row(
     ("each seed", lambda r: ", ".join(f"{100 * v:.1f}" for v in r["eval_top1"])),
     ("lowest once past 50%", _lowest_after_learning))
 
-def large_batch_tiny(results) -> str:
-  """The first sweep (alexnet_bn_tiny): final test top-1 by global batch and rule."""
-  rules = list(dict.fromkeys(r["rule"] for r in results))
-  top1 = {(r["rule"], r["global_batch"]): r["eval_top1"] for r in results}
-  steps = {r["global_batch"]: r["steps"] for r in results}
-  return table(["global batch", "steps", *rules],
-                ([b, steps[b], *(percent(top1[r, b]) if (r, b) in top1 else "—" for r in rules)]
-                 for b in sorted(steps)))
-
-
 def _top1(r) -> str:
   """A setting's test top-1 over its seeds, or the steps at which every seed diverged."""
   if r["seeds_diverged"] == len(r["seeds"]):
@@ -464,7 +454,6 @@ TABLES = {"table1": (table1, "table1.json"),
               ("summing", asynchronous_summing), ("step_times", asynchronous_step_times),
               ("boundary", asynchronous_boundary))},
           "owt_variants": (owt_variants, "owt_variants.json"),
-          "large_batch_tiny": (large_batch_tiny, "large_batch_tiny.json"),
           "large_batch": (large_batch, "large_batch.json"),
           "large_batch_grid": (large_batch_grid, "large_batch.json"),
           "large_batch_summary": (large_batch_summary, "large_batch.json")}

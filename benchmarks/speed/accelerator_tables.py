@@ -228,12 +228,14 @@ def _gpu_row(r) -> list:
 
 
 def gpu_compile(result) -> str:
-  """speed/gpu_compile.py: each config compiled for each GPU node (nothing run on a GPU)."""
+  """speed/gpu_compile.py: each config compiled for each GPU node (nothing run on a GPU), in
+  bfloat16, the dtype a GPU trains in (the float32 rows stay in the JSON)."""
   return table(["gpu", "topology", "config", "dtype", "mesh", "HBM GiB per GPU (fits 75%)",
                  "collective MB per GPU", "analytic minimum MB", "MB crossing hosts",
                  "async collectives beside a convolution or matmul (beside any compute)",
                  "compute ms", "exposed comm ms",
-                 "predicted step ms", "predicted images/s"], map(_gpu_row, result["rows"]))
+                 "predicted step ms", "predicted images/s"],
+               map(_gpu_row, (r for r in result["rows"] if r["dtype"] == "bfloat16")))
 
 
 # benchmarks/speed/gpu_compile.py: one node's predicted speed-ups beside Krizhevsky 2014's.
