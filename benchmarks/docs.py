@@ -92,9 +92,10 @@ def render(name: str, docs: str = DOCS) -> str:
 
 
 def render_figure(name: str, docs: str = DOCS) -> str:
-  """The text of figure `name` from its JSON in `docs`."""
+  """The text of figure `name` from its JSON in `docs` (its results, or its record)."""
   function, file = figures.FIGURES[name]
-  return function(_load(os.path.join(docs, file)))
+  record, results = load_results(os.path.join(docs, file))
+  return function(record if getattr(function, "of_record", False) else results)
 
 
 def pages(root: str = ROOT) -> list[str]:

@@ -7,8 +7,9 @@ A page quotes a figure as
 and `python -m benchmarks.docs` rewrites the text between the markers from the JSON, as it does the
 tables; tests/docs_test.py fails when a figure differs from its JSON, and when README.md or a guide
 holds a measured figure (a number with a unit of time, rate, percent or ratio) outside a table or
-figure block. `FIGURES` maps each name to (function, the JSON file(s) in docs/ it reads), the
-function taking the loaded JSON and returning the text.
+figure block. `FIGURES` maps each name to (function, the JSON file in docs/ it reads), the
+function taking the file's results and returning the text — or, for a function made by
+`_of_record`, the file's record (where and when the figures beside it were measured).
 """
 
 from benchmarks import percent
@@ -25,6 +26,14 @@ def _find(rows, **fields):
 def _result(report, section):
   """A section's result in benchmarks/speed/accelerator.py's report."""
   return report["sections"][section]["result"]
+
+
+def _of_record(field: str):
+  """A field of the results file's record ("date", "machine")."""
+  def figure(record):
+    return record[field]
+  figure.of_record = True
+  return figure
 
 
 def _count(x: float) -> str:
@@ -91,6 +100,8 @@ FIGURES = {
     # The quick start: `python main.py --config=configs/hybrid4.py` from scratch.
     "table1.hybrid4.wall_clock": (_table1("hybrid4", "wall_clock_s"), "table1.json"),
     "table1.hybrid4.top1": (_table1("hybrid4", "eval_top1"), "table1.json"),
+    "table1.machine": (_of_record("machine"), "table1.json"),
+    "table1.date": (_of_record("date"), "table1.json"),
     # One GPU.
     "gpu.owt_bf16_512.images_per_sec": (
         _gpu_step("alexnet_owt", "bfloat16", 512, "images_per_sec"), "gpu.json"),

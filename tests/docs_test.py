@@ -281,10 +281,13 @@ class TablesTest(absltest.TestCase):
 
   def test_a_stale_figure_is_rewritten_from_its_json_and_an_unknown_one_refused(self):
     text = "took <!-- figure: table1.hybrid4.wall_clock -->30–40 s<!-- end --> here\n"
-    rows = benchmarks.load_if_present(os.path.join(ROOT, "docs", "table1.json"))
+    record, rows = benchmarks.load_results(os.path.join(ROOT, "docs", "table1.json"))
     hybrid4 = next(r for r in rows if r["config"] == "hybrid4")
     self.assertEqual(docs.refresh(text), "took <!-- figure: table1.hybrid4.wall_clock -->"
                      f"{hybrid4['wall_clock_s']:.0f} s<!-- end --> here\n")
+    # A figure of the record: where and when the figures beside it were measured.
+    self.assertEqual(docs.refresh("on <!-- figure: table1.machine -->my laptop<!-- end -->"),
+                     f"on <!-- figure: table1.machine -->{record['machine']}<!-- end -->")
     with self.assertRaisesRegex(KeyError, "no figure named made.up"):
       docs.refresh("<!-- figure: made.up -->97.2%<!-- end -->")
 

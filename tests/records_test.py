@@ -30,7 +30,9 @@ def today() -> str:
 class DocsRecordsTest(absltest.TestCase):
 
   def test_every_results_file_in_docs_carries_date_machine_software_and_command(self):
-    self.assertGreaterEqual(len(results_files()), 21)  # the files of 2026-11-27, at least.
+    # The files of 2026-11-27 but the superseded runs since left to git (gpu_direct_stem,
+    # gpu_h100_host_batches, large_batch_tiny), at least.
+    self.assertGreaterEqual(len(results_files()), 18)
     for name in results_files():
       with self.subTest(name):
         record, _ = benchmarks.load_results(os.path.join(DOCS, name))  # raises if one lacks
