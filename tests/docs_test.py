@@ -66,10 +66,12 @@ def commands_in(text: str):
 
 
 def documented_commands():
-  """(page, program, argv) for every command in README.md and docs/*.md."""
+  """(page, program, argv) for every command in README.md and docs/*.md a user may run: not those
+  of the record lines, which say what command made a results file, as it was typed then."""
   for page in docs.pages(ROOT):
     with open(page) as f:
-      for program, argv in commands_in(f.read()):
+      text = re.sub(r"<!-- record: .*?<!-- end record -->", "", f.read(), flags=re.S)
+      for program, argv in commands_in(text):
         yield os.path.relpath(page, ROOT), program, argv
 
 
