@@ -28,8 +28,10 @@ step's 69,037 images/s at batch 256, docs/gpu.md), if the input keeps up: on an 
 host (docs/input_pipeline.md), main.py fed by prepared JPEG q90 ran 9,386 images/s with a decoding
 thread per core and 17,442 with `input_workers = 16` (0.15× and 0.27× the bare step; raw uint8
 10,236 on threads) — at 17,442, 90 epochs take ~1.8 hours. The decoded set on the device is
-built to keep up with the step; its GPU figures are not yet measured. Preparing ImageNet takes ~1.0
-core-hour and 24.9 GB (raw: 262 GB) on the 2-core machine's cores, 1.6 on that host's.
+built to keep up with the step; its GPU figures are not yet measured. Preparing ImageNet as JPEG q90
+takes ~1.0 core-hour and 24.9 GB (raw: 262 GB) on the 2-core machine's cores, 1.6 on that host's;
+decoded, ~20.7 core-hours and 125.9 GB as YUV 4:2:0, ~8.9 and 251.9 GB as RGB, at the 2-core
+machine's rates (docs/input_pipeline.md's decoded table).
 """
 
 from configs import default
