@@ -151,6 +151,18 @@ class WhatTheStudyDecidesTest(absltest.TestCase):
     preset = asgd8.get_config()
     self.assertIsNone(warning(preset.n_push, preset.base_learning_rate, preset.momentum))
 
+  def test_a_summing_server_below_the_measured_momentum_is_held_to_its_boundary(self):
+    # The study summed only at momentum 0.9 (4 clients, n_sync 4, server step 0.5: 5 of 5 seeds
+    # at chance). A summing run at a lower momentum is held to that boundary, not left unjudged:
+    # at equal effective step momentum 0 did no better than 0.9 anywhere in the sweep.
+    warning = lambda momentum, rate: asgd.collapse_warning(
+        asgd.Settings(n_push=4, n_fetch=4, asgd_stagger=True, warm_start_steps=0,
+                      asgd_warm_start_momentum=True, asgd_server_rule="sum",
+                      asgd_step_times="equal"), 4, learning_rate=rate, momentum=momentum)
+    self.assertIn("5 of 5 seeds", warning(0.0, 0.125))  # server step 4 × 0.125 / 1 = 0.5.
+    self.assertIn("5 of 5 seeds", warning(0.5, 0.0625))  # 4 × 0.0625 / 0.5 = 0.5.
+    self.assertIsNone(warning(0.0, 0.03))  # 4 × 0.03 = 0.12, below the summed boundary's 0.25.
+
   def test_asgd8_is_the_setting_its_rule_chose(self):
     chosen = study()["chosen"]["asgd8"]
     config = asgd8.get_config()
@@ -163,7 +175,7 @@ class WhatTheStudyDecidesTest(absltest.TestCase):
     # 8 clients averaged at n_sync 32, momentum 0.9 and η/(1−β) 1 ended at chance on 3 of 5
     # seeds: the same or further out is warned about (once, naming it), anything nearer is not;
     # a momentum the study did not measure is held to the boundary of the one below it (0.95 to
-    # 0.9's), a momentum below every measured one is not judged.
+    # 0.9's), and so is a momentum below every measured one (0.5 to 0.9's).
     collapse = asgd.Collapse("average", 0.9, 8, 32, 1.0, 3, 5)
     config = lambda **fields: testing.tiny_config(**{
         "parallelism": "asgd", "mesh": dict(data=8, model=1), "global_batch_size": 128,

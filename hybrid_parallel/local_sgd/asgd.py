@@ -246,18 +246,21 @@ def collapse_warning(settings: Settings, replicas: int, *, learning_rate: float,
   and an effective step η/(1 − β) as large or larger (the server's: D times each client's when
   it sums) — each of which the study found to make A-SGD less stable, not more — at the
   momentum measured nearest below (the study measured 0 and 0.9; momentum helped at equal
-  effective step, so a momentum between is held to the lower one's boundary, and one above 0.9
-  to 0.9's, an extrapolation). The entry with the largest share of collapsed seeds is named.
+  effective step, so a momentum between is held to the lower one's boundary, one above 0.9
+  to 0.9's, an extrapolation, and one below every momentum measured for its server rule to the
+  lowest one's: a summing server was measured at 0.9 only). The entry with the largest share of collapsed seeds is named.
   None otherwise. A warning, not a refusal: the measurements are one network on one data set."""
   n_sync = max(settings.n_push, settings.n_fetch)
   rule = settings.asgd_server_rule
   step = learning_rate / (1 - momentum) * (replicas if rule == "sum" else 1)
   measured = sorted({c.momentum for c in MEASURED_BOUNDARY if c.server_rule == rule})
-  below = [m for m in measured if m <= momentum]
-  if not below:
+  if not measured:
     return None
+  # A momentum below every measured one (a summing server was measured at 0.9 only) is held to
+  # the lowest measured one's boundary: leaving it unjudged would warn about nothing.
+  held_to = max([m for m in measured if m <= momentum], default=measured[0])
   matches = [c for c in MEASURED_BOUNDARY
-             if c.server_rule == rule and c.momentum == below[-1] and replicas >= c.clients and
+             if c.server_rule == rule and c.momentum == held_to and replicas >= c.clients and
              n_sync >= c.n_sync and step >= c.effective_step - 1e-9]
   if not matches:
     return None
