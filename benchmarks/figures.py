@@ -96,6 +96,30 @@ def _tpu(topology, config, key):
   return figure
 
 
+def _mean_sd(values) -> str:
+  """Top-1 over seeds as "mean ± sd%"."""
+  import statistics
+  return f"{100 * statistics.mean(values):.1f} ± {100 * statistics.stdev(values):.1f}%"
+
+
+def _asgd8(key: str):
+  """configs/asgd8.py against synchronous data parallelism on the seeds that did not choose it
+  (benchmarks/papers/asynchronous_findings.preset_validation)."""
+  def figure(results):
+    v = results["preset_validation"]
+    if key == "seeds":
+      return f"{min(v['seeds'])}–{max(v['seeds'])}"
+    if key == "target":
+      return f"{100 * results['chosen']['target_top1']:.1f}%"
+    if key in ("top1", "synchronous_top1"):
+      return _mean_sd(v[key])
+    # Time to the target as a multiple of synchronous training's: the inverse of the speed-up.
+    speedup = v["speedup_over_synchronous"]
+    low, high = speedup["ci95"]
+    return f"{1 / speedup['geometric_mean']:.2f}× [{1 / high:.2f}, {1 / low:.2f}]"
+  return figure
+
+
 FIGURES = {
     # The quick start: `python main.py --config=configs/hybrid4.py` from scratch.
     "table1.hybrid4.wall_clock": (_table1("hybrid4", "wall_clock_s"), "table1.json"),
@@ -119,6 +143,12 @@ FIGURES = {
                                       "gpu_compile.json"),
     "gpu_compile.h100.data8.speedup": (_ranking("h100", "data8", "predicted_speedup"),
                                        "gpu_compile.json"),
+    # configs/asgd8.py against synchronous training, seeds that did not choose it.
+    "asynchronous.asgd8.top1": (_asgd8("top1"), "asynchronous.json"),
+    "asynchronous.asgd8.synchronous_top1": (_asgd8("synchronous_top1"), "asynchronous.json"),
+    "asynchronous.asgd8.seeds": (_asgd8("seeds"), "asynchronous.json"),
+    "asynchronous.asgd8.target": (_asgd8("target"), "asynchronous.json"),
+    "asynchronous.asgd8.time_vs_synchronous": (_asgd8("time_vs_synchronous"), "asynchronous.json"),
     # One TPU chip, estimated from the compiled program.
     "tpu.v5e_1x1.single.step": (_tpu("v5e:1x1", "single", "estimated_step_ms"), "tpu.json"),
     "tpu.v5e_1x1.single.hbm": (_tpu("v5e:1x1", "single", "hbm_gib"), "tpu.json"),
