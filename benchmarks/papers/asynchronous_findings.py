@@ -645,6 +645,16 @@ def step_times_effect(runs: list[dict], chosen: dict) -> list[dict]:
     logs = [math.log(a / b) for a, b in times.values() if math.isfinite(a) and math.isfinite(b)]
     ci = interval(logs)
     stale = [r["staleness"] for r in cell.values()]
+    # The speed-up mixes two effects: synchronous training's wait for its slowest device, and
+    # A-SGD at these step times reaching the target in fewer mean client steps than lock-step
+    # (data order and irregular pushes differ). Each apart, seed-paired: lock-step's steps over
+    # these runs' time, and synchronous training's drawn time over lock-step's steps (the
+    # speed-up had these runs learned as lock-step did).
+    paired_seeds = sorted(set(cell) & set(sync) & set(lockstep))
+    over_lockstep = _log_ratio({s: (steps_to(lockstep[s], target), time_to(cell[s], target))
+                                for s in paired_seeds})
+    as_lockstep = _log_ratio({s: (times[s][0], steps_to(lockstep[s], target))
+                              for s in paired_seeds})
     rows.append({
         "step_times": first["step_times"], "label": label, "seeds": sorted(cell),
         "top1": round(mean_final(cell), 4),
@@ -652,6 +662,9 @@ def step_times_effect(runs: list[dict], chosen: dict) -> list[dict]:
         if len(cell) > 1 else None,
         "lockstep_top1": round(mean_final(lockstep), 4) if lockstep else None,
         "minus_lockstep": paired(cell, lockstep, lambda r: r["final_eval_top1"]),
+        "minus_synchronous": paired(cell, sync, lambda r: r["final_eval_top1"]),
+        "sooner_than_lockstep": over_lockstep,
+        "speedup_had_it_learned_as_lockstep": as_lockstep,
         "speedup_over_synchronous": {
             "geometric_mean": round(math.exp(statistics.mean(logs)), 3) if logs else None,
             "ci95": None if ci is None else [round(math.exp(v), 3) for v in ci["ci95"]],
@@ -666,6 +679,19 @@ def step_times_effect(runs: list[dict], chosen: dict) -> list[dict]:
         "client_steps": [round(statistics.mean(x["client_steps"][c] for x in stale))
                          for c in range(first["clients"])]})
   return rows
+
+
+def _log_ratio(pairs: dict) -> dict:
+  """A speed-up (as `speedup` reports one) from seed → (baseline's time, method's time): the
+  geometric mean of their ratio over the seeds where both are finite, its 95% interval (Student's
+  t on the log ratios), and the seeds on which either never reached the target."""
+  logs = [math.log(a / b) for a, b in pairs.values() if math.isfinite(a) and math.isfinite(b)]
+  ci = interval(logs)
+  return {"geometric_mean": round(math.exp(statistics.mean(logs)), 3) if logs else None,
+          "ci95": None if ci is None else [round(math.exp(v), 3) for v in ci["ci95"]],
+          "n": len(logs),
+          "method_missed": [s for s, (a, b) in pairs.items() if math.isinf(b) and math.isfinite(a)],
+          "baseline_missed": [s for s, (a, _) in pairs.items() if math.isinf(a)]}
 
 
 def boundary(runs: list[dict]) -> list[dict]:

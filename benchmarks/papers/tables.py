@@ -427,11 +427,17 @@ asynchronous_step_times = per_row(
     ("step times", "{step_times}"), ("seeds", lambda r: len(r["seeds"])),
     ("final test top-1 %", lambda r: f"{100 * r['top1']:.1f} ± {100 * (r['top1_sd'] or 0):.1f}"),
     ("minus lock-step (same seeds), points", lambda r: _interval(r["minus_lockstep"], 100)),
+    ("minus synchronous (same seeds), points",
+     lambda r: _interval(r["minus_synchronous"], 100)),
     ("staleness: mean / 90th pct / max (pushes)",
      lambda r: f"{r['staleness_mean']:.1f} / {r['staleness_90']:.1f} / {r['staleness_max']}"),
     ("each client's steps (mean over seeds)", lambda r: ", ".join(map(str, r["client_steps"]))),
     ("speed-up over synchronous to the target, same step times",
      lambda r: _speedup(r["speedup_over_synchronous"])),
+    ("of which: sooner than lock-step, in mean client steps",
+     lambda r: _speedup(r["sooner_than_lockstep"])),
+    ("of which: synchronous training's wait (had it learned as lock-step)",
+     lambda r: _speedup(r["speedup_had_it_learned_as_lockstep"])),
     rows=lambda result: result.get("step_times", []))
 
 asynchronous_boundary = per_row(
