@@ -51,8 +51,8 @@ so the parts run both. The parts, in order (each later part reads the rates the 
                1, 2, 4, 8 × the one-client rate at which allreduce averaging ends best; the other
                methods take the same rate. Ring averaging computes allreduce's mean (tests/
                averaging_test.py) and differs only in time: it is priced, not trained again.
-  validate     configs/asgd8.py and the tuned synchronous baseline on seeds 5–9, which chose
-               nothing: the config's accuracy and time measured on seeds its choice never saw.
+  validate     configs/asgd8.py and the tuned synchronous baseline on seeds 5–9, which did not
+               choose its setting: the config's accuracy and time on seeds its rule did not read.
   overlap      What the time model charges for a meeting, against what the compiled program
                runs beside it: averaging (butterfly, allreduce, every step) and A-SGD (n_sync 4)
                on 4 of an H100 node's GPUs at the papers' size (ImageNet AlexNet, 64 images a

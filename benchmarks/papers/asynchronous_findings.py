@@ -538,8 +538,8 @@ def preset_choice(runs: list[dict], chosen: dict) -> dict | None:
 
 def preset_validation(runs: list[dict], chosen: dict) -> dict | None:
   """configs/asgd8.py against synchronous data parallelism on the validation seeds (5–9, which
-  chose nothing): final test top-1 (seed-paired difference) and time to the target priced on
-  one H100 node."""
+  did not choose its setting): final test top-1 (seed-paired difference) and time to the
+  target priced on one H100 node."""
   preset = select(runs, part="validate", label="configs/asgd8.py")
   sync = select(runs, part="validate", scheme="data")
   target = chosen.get("target_top1")
