@@ -20,8 +20,8 @@ mean final accuracy, chose n_sync 4, momentum 0.9, rate 0.025 (an effective step
   python main.py --config=configs/asgd8.py
 
 Measured by `python -m benchmarks.papers.asynchronous --parts=validate` on seeds 5–9, which did
-not choose this setting (2026-11-27, 2-core CPU shared with other work, JAX 0.10.2): 96.3 ± 0.7% test
-top-1 (mean ± sd over the five seeds: 95.3, 96.7, 97.2, 96.1, 96.1) against 97.6 ± 0.6% for
+not choose this setting (2026-11-27, 2-core CPU shared with other work, JAX 0.10.2): 96.3 ± 0.7%
+test top-1 (mean ± sd over the five seeds: 95.3, 96.7, 97.2, 96.1, 96.1) against 97.6 ± 0.6% for
 synchronous data parallelism on the same 8 × 16 images at its tuned rate (0.05) and the same 450
 steps: seed-paired difference −1.3 points [−2.4, −0.1] (95% interval). It is **slower** than
 synchronous training: on one H100 node it reaches 91.8% in 1.79× [1.67, 1.92] synchronous

@@ -248,7 +248,8 @@ def collapse_warning(settings: Settings, replicas: int, *, learning_rate: float,
   momentum measured nearest below (the study measured 0 and 0.9; momentum helped at equal
   effective step, so a momentum between is held to the lower one's boundary, one above 0.9
   to 0.9's, an extrapolation, and one below every momentum measured for its server rule to the
-  lowest one's: a summing server was measured at 0.9 only). The entry with the largest share of collapsed seeds is named.
+  lowest one's: a summing server was measured at 0.9 only). The entry with the largest share of
+  collapsed seeds is named.
   None otherwise. A warning, not a refusal: the measurements are one network on one data set."""
   n_sync = max(settings.n_push, settings.n_fetch)
   rule = settings.asgd_server_rule
