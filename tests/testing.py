@@ -49,7 +49,7 @@ def skip_module_without_prepared_packages(module: str) -> None:
 
 def pythonpath_with(first: str) -> str:
   """A PYTHONPATH of `first`, then the one this process was given: a machine may keep packages
-  there (the lent GPU's are installed with `pip --target`), which a subprocess still needs."""
+  there (a GPU machine's may be installed with `pip --target`), which a subprocess still needs."""
   given = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
   return os.pathsep.join([first, *given])
 
