@@ -90,8 +90,7 @@ class RunTest(absltest.TestCase):
 
   def test_a_tfds_dataset_without_tensorflow_is_one_sentence(self):
     # A machine without TensorFlow (a GPU machine may have none): simulated for main.py's
-    # process by a
-    # sitecustomize that makes `import tensorflow` fail as a missing package does.
+    # process by a sitecustomize that makes `import tensorflow` fail as a missing package does.
     tmp = tempfile.mkdtemp()
     self.addCleanup(shutil.rmtree, tmp, ignore_errors=True)
     site = os.path.join(tmp, "without_tensorflow")
