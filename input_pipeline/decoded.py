@@ -51,7 +51,7 @@ import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec
 
 from hybrid_parallel.errors import UserError
-from input_pipeline import DECODED_PLACEMENTS, arrays, device_augment, imagenet_stats
+from input_pipeline import DECODED_PLACEMENTS, arrays, device_augment, imagenet_stats, prepared
 from input_pipeline.source import StepPositioned
 
 MANIFEST = "decoded.json"
@@ -146,13 +146,7 @@ class Manifest:
           f"{directory!r} holds a decoded preparation that did not finish (no {MANIFEST}); run "
           f"the same `python -m input_pipeline.prepare` command again to complete it." if started
           else f"{directory!r} is not a decoded dataset (no {MANIFEST}); {make}.")
-    try:
-      with open(path) as f:
-        fields = json.load(f)
-      manifest = cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in fields.items()})
-    except (ValueError, TypeError) as e:
-      raise UserError(f"{path} is not a manifest this version can read ({e}); prepare the "
-                      f"dataset again.") from None
+    manifest = prepared.read_manifest(cls, path)
     for split in SPLITS:
       for suffix, item_bytes in ((".images", manifest.bytes_per_image), (".labels", 4)):
         file = os.path.join(directory, split + suffix)

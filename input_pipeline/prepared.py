@@ -37,6 +37,19 @@ from hybrid_parallel.errors import UserError
 from input_pipeline import arrays, imagenet_stats
 from input_pipeline.source import StepPositioned
 
+
+def read_manifest(cls, path: str):
+  """The manifest dataclass `cls` read from the JSON at `path` (lists as tuples); one sentence
+  when the file is not a manifest this version can read. Shared by the JPEG and decoded formats."""
+  try:
+    with open(path) as f:
+      fields = json.load(f)
+    return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in fields.items()})
+  except (ValueError, TypeError) as e:
+    raise UserError(f"{path} is not a manifest this version can read ({e}); prepare the "
+                    f"dataset again.") from None
+
+
 MANIFEST = "prepared.json"
 FORMATS = ("jpeg", "raw")
 SPLITS = ("train", "eval")
@@ -134,13 +147,7 @@ class Manifest:
           f"`python -m input_pipeline.prepare` command again to complete it." if started else
           f"{directory!r} is not a prepared dataset (no {MANIFEST}); make it with "
           f"`python -m input_pipeline.prepare --source=... --out={directory}`.")
-    try:
-      with open(path) as f:
-        fields = json.load(f)
-      manifest = cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in fields.items()})
-    except (ValueError, TypeError) as e:
-      raise UserError(f"{path} is not a manifest this version can read ({e}); prepare the "
-                      f"dataset again.") from None
+    manifest = read_manifest(cls, path)
     for split in SPLITS:
       missing = [f for f in manifest.files[split]
                  if not os.path.isfile(os.path.join(directory, f))]
