@@ -4,7 +4,9 @@ the devices (whole or split over "data") and on the host gives the JPEG path's p
 crops, flips and lighting, the same batches on any mesh and process split, and exact resumes."""
 
 import importlib.util
+import json
 import os
+import shutil
 import tempfile
 import unittest
 
@@ -309,6 +311,15 @@ class DecodedTest(absltest.TestCase):
         input_pipeline.load(name, image_size=CROP)
     with self.assertRaisesRegex(UserError, "larger than the 32² images decoded"):
       input_pipeline.load(f"decoded:{self.yuv}", image_size=40)
+    # A manifest of another version (an unknown field) is one sentence, not a TypeError.
+    stale = os.path.join(self.tmp, "stale")
+    shutil.copytree(self.yuv, stale)
+    with open(os.path.join(stale, decoded.MANIFEST)) as f:
+      fields = json.load(f)
+    with open(os.path.join(stale, decoded.MANIFEST), "w") as f:
+      json.dump({**fields, "field_of_another_version": 1}, f)
+    with self.assertRaisesRegex(UserError, "is not a manifest this version can read"):
+      input_pipeline.load(f"decoded:{stale}", image_size=CROP)
     with self.assertRaisesRegex(UserError, "--size 33 is odd"):
       prepare.prepare(f"folder:{self.folder}", os.path.join(self.tmp, "odd"),
                       image_format="decoded", size=33)
