@@ -19,6 +19,12 @@ def _ablation(key: str, variant: str):
   return lambda r: "—" if key not in r else f"{r[key][variant]}"
 
 
+# Where a paper gives its step time: that time, and what the model leaves of it unexplained.
+_UNEXPLAINED = ("paper's s per step, of it unexplained",
+                lambda r: f"{r['paper_step_s']}, {r['unexplained_s']}" if "unexplained_s" in r
+                else "—")
+
+
 # Yadan et al.'s Table 1 through the time model.
 scaling_model_yadan = per_row(
     ("configuration", "{configuration}"), ("mesh", "{mesh}"),
@@ -30,12 +36,11 @@ scaling_model_yadan = per_row(
     ("predicted ÷ paper", "{ratio}"), ("paper speed-up", "{paper_speedup}"),
     ("predicted speed-up", "{predicted_speedup}"),
     ("predicted compute / communication s per step", "{compute_s} / {communication_s}"),
-    ("paper's s per step, of it unexplained",
-     lambda r: f"{r['paper_step_s']}, {r['unexplained_s']}" if "unexplained_s" in r else "—"),
+    _UNEXPLAINED,
     rows=lambda result: result["yadan_table1"],
     optional=("images per GPU (convs)",
               "predicted days, kernels' rate independent of the batch",
-              "paper's s per step, of it unexplained"))
+              _UNEXPLAINED[0]))
 
 # Krizhevsky 2014's Table 1 through the time model.
 scaling_model_krizhevsky = per_row(
@@ -46,12 +51,11 @@ scaling_model_krizhevsky = per_row(
      _ablation("ablation_speedup", "machine")),
     ("predicted (and cuda-convnet2's rate at the GPU's batch)", "{predicted}"),
     ("predicted ÷ paper", "{ratio}"),
-    ("paper's s per step, of it unexplained",
-     lambda r: f"{r['paper_step_s']}, {r['unexplained_s']}" if "unexplained_s" in r else "—"),
+    _UNEXPLAINED,
     rows=lambda result: result["krizhevsky2014_table1"],
     optional=("predicted, PCIe 2.0 peer to peer among all eight",
               "predicted, two halves joined through host memory",
-              "paper's s per step, of it unexplained"))
+              _UNEXPLAINED[0]))
 
 # The papers' codes' convolution rate against a device's batch.
 scaling_model_kernels = per_row(
