@@ -153,6 +153,22 @@ class MechanismTest(absltest.TestCase):
       self.assertGreater(at(4, 0.2), 1e3, beta)
       self.assertLess(at(1, 0.4), 1e-3, beta)
 
+  def test_at_an_equal_server_step_a_stale_sum_is_less_stable_than_a_stale_mean(self):
+    # The server's effective step 0.6 either way: averaged, each of 4 clients at η/(1 − β) 0.6;
+    # summed, each at 0.15. Synchronously (n_sync 1) the two are one update. At n_sync 4 the mean
+    # converges and the sum diverges: an averaged client's own steps at the full rate pull it
+    # towards its own minimum (its change is bounded by how far away that is), a summed client's
+    # small steps do not, and the server adds them whole (docs/asynchronous.md's summing part).
+    # From θ = 1 after 600 steps: converged below 1e-2, diverged above 1e2.
+    at = lambda n_sync, rule: quadratic_clients(
+        clients=4, n_sync=n_sync, momentum=0.9, steps=600, rule=rule,
+        learning_rate=(0.6 if rule == "average" else 0.15) * (1 - 0.9))[0]
+    # The two round η·v differently in float32 (|θ| ≤ 1, about 6e-8 a step, damped by the
+    # contraction): 1e-6 of the start bounds 600 steps' drift (2e-11 seen).
+    np.testing.assert_allclose(at(1, "sum"), at(1, "average"), rtol=0, atol=1e-6)
+    self.assertLess(abs(at(4, "average")[-1]), 1e-2)
+    self.assertGreater(abs(at(4, "sum")[-1]), 1e2)
+
 
 class AsgdTest(absltest.TestCase):
 
