@@ -50,6 +50,16 @@ class SpeedupTest(absltest.TestCase):
     self.assertEqual(priced["geometric_mean"], 0.8)
     self.assertFalse(rules.faster(priced))
 
+  def test_clients_at_their_own_speeds_are_timed_by_their_evaluations_times(self):
+    # A run whose clients kept their own speeds reached the target at its 20th step, but the
+    # evaluations' times (mean client steps) say that took 40: it is not faster than a baseline
+    # reaching it at 40 steps. Timed by its steps it would read 2× (the lock-step reading).
+    baseline = {s: run(s, [0.1, 0.3, 0.5, 0.95]) for s in range(5)}
+    uneven = {s: {**run(s, [0.5, 0.95]), "eval_time": [20.0, 40.0]} for s in range(5)}
+    self.assertEqual(rules.speedup(baseline, uneven, 0.95)["geometric_mean"], 1.0)
+    self.assertEqual(rules.time_to(uneven[0], 0.95), 40.0)
+    self.assertEqual(rules.steps_to(uneven[0], 0.95), 20.0)
+
   def test_a_baseline_that_never_reaches_the_target_scores_nothing(self):
     # The draft's defect: a baseline at `inf` made every method "not faster" (or infinitely
     # faster). Its seeds are left out; with fewer than three left the claim is not testable.

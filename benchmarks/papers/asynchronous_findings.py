@@ -84,10 +84,21 @@ def steps_to(run: dict, target: float) -> float:
   return math.inf
 
 
+def time_to(run: dict, target: float) -> float:
+  """The run's time (mean client steps) to `target`: its steps where its clients kept step,
+  its evaluations' times (`eval_time`) where they did not."""
+  if "eval_time" not in run:
+    return steps_to(run, target)
+  return steps_to({"eval_top1": [[t, v] for t, (_, v) in zip(run["eval_time"], run["eval_top1"])]},
+                  target)
+
+
 def speedup(baseline: dict, method: dict, target: float, *, baseline_step_s: float = 1.0,
             method_step_s: float = 1.0) -> dict:
   """How much sooner `method` (seed → run) reaches `target` than `baseline` (seed → run), each
-  step priced at its `*_step_s`: per seed, the log of the baseline's time over the method's.
+  step priced at its `*_step_s`: per seed, the log of the baseline's time over the method's (a
+  run's time is its steps, or its evaluations' times where its clients kept their own speeds:
+  `time_to`).
 
   A seed whose baseline never reaches the target is left out (`baseline_missed`); a seed whose
   method never does while its baseline does is `method_missed`, and then the method is not faster
@@ -99,8 +110,8 @@ def speedup(baseline: dict, method: dict, target: float, *, baseline_step_s: flo
   """
   logs, per_seed, baseline_missed, method_missed = [], {}, [], []
   for seed in sorted(set(baseline) & set(method)):
-    t_base = steps_to(baseline[seed], target) * baseline_step_s
-    t_method = steps_to(method[seed], target) * method_step_s
+    t_base = time_to(baseline[seed], target) * baseline_step_s
+    t_method = time_to(method[seed], target) * method_step_s
     if math.isinf(t_base):
       baseline_missed.append(seed)
     elif math.isinf(t_method):
@@ -230,6 +241,31 @@ def findings(runs: list[dict], chosen: dict, time_model: dict) -> list[dict]:
         f"priced on Blue Waters; reproduced if the speed-up's 95% interval over seeds lies "
         f"above 1; lock-step clients (every push n_sync steps stale)",
         {"speedup_averaging": averaged})
+  # Experiment 1 again with clients at their own, heavy-tailed speeds (the `speeds_paine1` part).
+  uneven = experiment1_speedup(runs, chosen, server_rule="average", n_sync=4,
+                               step_times="heavy_tailed")
+  lockstep = experiment1_speedup(runs, chosen, server_rule="average", n_sync=4)
+  if uneven is not None:
+    eight = select(runs, part="speeds_paine1", step_times="heavy_tailed")
+    locked = select(runs, part="paine1", server_rule="average", n_sync=4)
+    add(f"8 clients reach the single GPU's accuracy sooner in wall-clock (his: about 3.2×; "
+        f"n_sync 4), clients at heavy-tailed speeds — {averaging}",
+        "Paine et al., Experiment 1 (Fig. 1); his nodes were alike, most users' are not",
+        faster(uneven),
+        f"as the lock-step row, each client's every step drawn lognormal (σ 1, mean 1: "
+        f"asgd.py's heavy_tailed), pushes applied in arrival order, the run as long in time "
+        f"(mean client steps) as lock-step's 1,080 steps; the time to {100 * target:.1f}% of "
+        f"one client over that of 8, both priced on Blue Waters' step; reproduced if the "
+        f"speed-up's interval lies above 1. Beside it, seed-paired against the lock-step "
+        f"clients: final test top-1 and the ratio of their times to the target",
+        {"speedup_averaging": uneven,
+         "top1_minus_lockstep": paired(eight, locked, lambda r: r["final_eval_top1"]),
+         "time_lockstep_over_heavy_tailed": _log_ratio(
+             {s: (time_to(locked[s], target), time_to(eight[s], target))
+              for s in sorted(set(eight) & set(locked))}),
+         "staleness_mean": _mean_defined(r["staleness"]["staleness_mean"]
+                                         for r in eight.values()),
+         "lockstep_speedup": lockstep})
   # Experiment 2: a cold start.
   for n in (4, 32):
     one2 = select(runs, part="paine2", clients=1)
@@ -314,18 +350,21 @@ def findings(runs: list[dict], chosen: dict, time_model: dict) -> list[dict]:
   if summed:
     paine_rows = found[paine_first:]
     del found[paine_first:]
+    grid = summing_grid(runs)
     add("Experiments 1, 2 and 3 under the summing reading: 8 or 32 clients at the one-client "
         "rate, the server adding every client's change — one finding, three views of it",
         "Paine et al., Experiments 1–3 (the reading fixed before the runs)",
         False if any(_summing_fails(v) for v in summed.values()) else None,
         "the rules of each experiment as under the averaging reading, the server summing; not "
-        "reproduced if any experiment's rule fails where its runs are finite. Their likely "
-        "common cause (not tested: a summing server at a rate of its own was not run): a summing "
-        "server at the one-client rate moves D × that client's step (here 8 × 0.125 = 1 as an "
+        "reproduced if any experiment's rule fails where its runs are finite. A summing server "
+        "at the one-client rate moves D × that client's step (here 8 × 0.125 = 1 as an "
         "effective step η/(1−β)), and once updates are stale (n_sync ≥ 4) every setting of 4 "
         "clients or more ends at chance; at an equal server step (1 at n_sync 4) averaging "
-        "still learned where summing did not; lock-step clients",
-        summed)
+        "still learned where summing did not. " + _summing_at_its_own_rate(grid) +
+        "; lock-step clients",
+        {**summed, **({"summing at its own rate": {
+            f"rate {row['learning_rate']}": row["top1"] for row in grid["rows"]}}
+            if grid else {})})
     found.extend(paine_rows)
   # Su et al., against the one client on their schedule.
   target = chosen.get("su_target_top1")
@@ -368,13 +407,17 @@ def findings(runs: list[dict], chosen: dict, time_model: dict) -> list[dict]:
   return found
 
 
-def experiment1_speedup(runs: list[dict], chosen: dict, *, server_rule: str,
-                        n_sync: int) -> dict | None:
-  """Paine's Experiment 1: 8 clients (`paine1`) against the one-client reference, both on its
-  1,080-step schedule and priced on Blue Waters (`speedup`); None before either has run."""
+def experiment1_speedup(runs: list[dict], chosen: dict, *, server_rule: str, n_sync: int,
+                        step_times: str = "equal") -> dict | None:
+  """Paine's Experiment 1: 8 clients (`paine1` in lock-step, `speeds_paine1` at `step_times`)
+  against the one-client reference, both on its 1,080-step schedule and priced on Blue Waters
+  (`speedup`); None before either has run."""
   target = chosen.get("target_top1")
   one = select(runs, part="reference", steps=1080, learning_rate=chosen.get("one_client_rate"))
-  eight = select(runs, part="paine1", server_rule=server_rule, n_sync=n_sync)
+  eight = (select(runs, part="paine1", server_rule=server_rule, n_sync=n_sync)
+           if step_times == "equal" else
+           select(runs, part="speeds_paine1", server_rule=server_rule, n_sync=n_sync,
+                  step_times=step_times))
   if not (one and eight and target):
     return None
   return speedup(one, eight, target, baseline_step_s=_step_s(one, PAINE),
@@ -425,7 +468,29 @@ def _summing_fails(evidence: dict) -> bool:
   if "late_slope_32_minus_1" in evidence:
     return below(evidence["late_slope_32_minus_1"]) is False
   return any(below(ci) is False for ci in evidence.values())
+
+
 N_SYNCS = (1, 4, 16, 32)
+
+
+def _summing_at_its_own_rate(grid: dict | None) -> str:
+  """What the `summing` part (8 clients summed at n_sync 4, client rates on a grid of server
+  steps) says beside the collapse: the rate its rule chose, and summed − averaged at each server
+  step the momentum sweep also averaged."""
+  if not grid:
+    return "Whether the step or the rule is the cause is not tested: the summing part has not run"
+  best = next(r for r in grid["rows"] if r["learning_rate"] == grid["chosen_rate"])
+  paired_rows = [r for r in grid["rows"] if r["summed_minus_averaged"]]
+  text = (f"At the client rate the summing part chose for the sum ({best['learning_rate']}, a "
+          f"server step of {best['server_effective_step']:g}, the best of "
+          f"{len(grid['rows'])} on its grid) 8 summed clients at n_sync 4 end at "
+          f"{100 * best['top1']:.1f}% ({best['collapsed']} of {best['seeds']} seeds below 20%)")
+  if paired_rows:
+    gaps = [100 * r["summed_minus_averaged"]["mean"] for r in paired_rows]
+    steps = ", ".join(f"{r['server_effective_step']:g}" for r in paired_rows)
+    text += (f"; at the server steps the sweep also averaged ({steps}) summing ended "
+             f"{-max(gaps):.0f} to {-min(gaps):.0f} points below averaging")
+  return text
 
 
 def _step_s(runs: dict, machine: str) -> float:
@@ -591,7 +656,8 @@ def summing_grid(runs: list[dict]) -> dict | None:
   for label in dict.fromkeys(r["label"] for r in part):
     cell = select(part, label=label)
     first = next(iter(cell.values()))
-    server_step = round(first["clients"] * first["effective_step"], 6)
+    # From the rate, not the row's effective_step (rounded to 6 places: 8 × 0.007813 ≠ 0.0625).
+    server_step = round(first["clients"] * first["learning_rate"] / (1 - first["momentum"]), 5)
     averaged = _sweep_cell(runs, f"β 0.9, η/(1−β) {server_step}, n_sync 4")
     rows.append({"learning_rate": first["learning_rate"], "server_effective_step": server_step,
                  "top1": round(mean_final(cell), 4), "seeds": len(cell),
@@ -600,15 +666,6 @@ def summing_grid(runs: list[dict]) -> dict | None:
                  "summed_minus_averaged": paired(cell, averaged, lambda r: r["final_eval_top1"])})
   best = max(rows, key=lambda r: (r["top1"], -r["learning_rate"]))
   return {"rows": rows, "chosen_rate": best["learning_rate"]}
-
-
-def time_to(run: dict, target: float) -> float:
-  """The run's time (mean client steps) to `target`: its steps where its clients kept step,
-  its evaluations' times (`eval_time`) where they did not."""
-  if "eval_time" not in run:
-    return steps_to(run, target)
-  return steps_to({"eval_top1": [[t, v] for t, (_, v) in zip(run["eval_time"], run["eval_top1"])]},
-                  target)
 
 
 def synchronous_time(step_times: str, *, seed: int, clients: int, steps: float) -> float:

@@ -183,10 +183,10 @@ def _speedup(result) -> str:
   return text + (f" ({'; '.join(notes)})" if notes else "")
 
 
-def _mean_steps_to(target_key):
+def _mean_time_to(target_key):
   def cell(r, result):
     target = result["chosen"].get(target_key)
-    steps = [rules.steps_to(x, target) for x in r["runs"]] if target else []
+    steps = [rules.time_to(x, target) for x in r["runs"]] if target else []
     reached = [s for s in steps if s != float("inf")]
     if not reached:
       return "never" if steps else "—"
@@ -216,7 +216,7 @@ def _probe_mean(key, start, stop):
 asynchronous_reference = per_row(
     ("run", "{label}"), ("rate", "{learning_rate}"), ("steps", "{steps}"), _SEEDS, _TOP1,
     ("client steps to the target (mean)", lambda r: r["to_target"]),
-    rows=_setting_rows("reference", to_target=lambda chosen, result: _mean_steps_to(
+    rows=_setting_rows("reference", to_target=lambda chosen, result: _mean_time_to(
         "target_top1" if chosen[0]["steps"] == 1080 else "su_target_top1")(
             {"runs": chosen}, result)))
 
@@ -243,14 +243,16 @@ def _paine1_rows(result):
   return [{**runs[0], "runs": runs,
            "speedup": rules.experiment1_speedup(result["runs"], result["chosen"],
                                                 server_rule=runs[0]["server_rule"],
-                                                n_sync=runs[0]["n_sync"]),
-           "to_target": _mean_steps_to("target_top1")({"runs": runs}, result)}
-          for _, runs in _runs_by_label(result, "paine1")]
+                                                n_sync=runs[0]["n_sync"],
+                                                step_times=runs[0].get("step_times", "equal")),
+           "to_target": _mean_time_to("target_top1")({"runs": runs}, result)}
+          for part in ("paine1", "speeds_paine1") for _, runs in _runs_by_label(result, part)]
 
 
 asynchronous_paine1 = per_row(
-    ("run", "{label}"), ("server", "{server_rule}"), ("n_sync", "{n_sync}"), _SEEDS, _TOP1,
-    ("client steps to the target (mean)", "{to_target}"),
+    ("run", "{label}"), ("server", "{server_rule}"), ("n_sync", "{n_sync}"),
+    ("clients' step times", lambda r: r.get("step_times", "equal")), _SEEDS, _TOP1,
+    ("time to the target, mean client steps (mean)", "{to_target}"),
     ("speed-up over one client, priced on Blue Waters (95% interval)",
      lambda r: _speedup(r["speedup"])),
     ("predicted s per step: Blue Waters / H100 node",
@@ -300,7 +302,7 @@ def _su_rows(result):
         result["runs"], result["chosen"], method=first["average_method"],
         replicas=first["clients"], every=first["sync_every"]) or (None, None)
     rows.append({**first, "runs": runs, "over_one": over_one, "over_every_step": over_every_step,
-                 "to_target": _mean_steps_to("su_target_top1")({"runs": runs}, result)})
+                 "to_target": _mean_time_to("su_target_top1")({"runs": runs}, result)})
   return rows
 
 

@@ -17,7 +17,11 @@ applies the clients' mean. The default is "average": a config's learning rate me
 under every scheme (the rate of its global batch), and with n_push = n_fetch = 1 and no stagger
 "average" is synchronous data-parallel SGD at that rate exactly, where "sum" takes D times its
 step. Each client's change includes its weight decay, so under "sum" the server decays D times as
-fast as one client would; under "average", once.
+fast as one client would; under "average", once. Summing at rate η/D is averaging at η only to
+first order: once pushes are stale, an averaged client's own steps, at the full rate, pull it
+towards its own minimum (which bounds its change), a summed client's D-times smaller ones do not
+and the server adds them whole, so at one server step a stale sum is the less stable
+(tests/asgd_test.py on ½θ²; docs/asynchronous.md on the network).
 
 Each change is pushed once (Δ_i is cleared by its push). What staleness does with momentum is
 delayed feedback: a gradient enters the client's velocity and keeps moving its parameters for
@@ -232,9 +236,10 @@ MEASURED_BOUNDARY = tuple(Collapse(*fields) for fields in (
     ("average", 0.0, 8, 4, 0.25, 1, 5),
     ("average", 0.0, 8, 1, 0.5, 4, 5),
     ("average", 0.0, 8, 4, 1.0, 5, 5),
-    ("average", 0.9, 8, 1, 1.0, 2, 5),
+    ("average", 0.9, 8, 1, 1.0, 3, 10),
     ("average", 0.9, 8, 32, 1.0, 5, 5),
     ("sum", 0.9, 2, 4, 0.25, 1, 5),
+    ("sum", 0.9, 8, 4, 0.25, 3, 5),
     ("sum", 0.9, 4, 4, 0.5, 5, 5),
 ))
 
