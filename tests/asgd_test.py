@@ -158,7 +158,8 @@ class MechanismTest(absltest.TestCase):
     # summed, each at 0.15. Synchronously (n_sync 1) the two are one update. At n_sync 4 the mean
     # converges and the sum diverges: an averaged client's own steps at the full rate pull it
     # towards its own minimum (its change is bounded by how far away that is), a summed client's
-    # small steps do not, and the server adds them whole (docs/asynchronous.md's summing part).
+    # small steps do not, and the server adds them whole (docs/asynchronous.md's summing part):
+    # here the sum's stability limit is about half the mean's.
     # From θ = 1 after 600 steps: converged below 1e-2, diverged above 1e2.
     at = lambda n_sync, rule: quadratic_clients(
         clients=4, n_sync=n_sync, momentum=0.9, steps=600, rule=rule,

@@ -11,6 +11,7 @@ from absl.testing import absltest
 
 import benchmarks
 import experiment
+from benchmarks.papers import asynchronous
 from benchmarks.papers import asynchronous_findings as rules
 from configs import asgd8
 from hybrid_parallel.local_sgd import asgd
@@ -172,6 +173,16 @@ class WhatTheStudyDecidesTest(absltest.TestCase):
     self.assertIn("5 of 5 seeds", warning(0.0, 0.125))  # server step 4 × 0.125 / 1 = 0.5.
     self.assertIn("5 of 5 seeds", warning(0.5, 0.0625))  # 4 × 0.0625 / 0.5 = 0.5.
     self.assertIsNone(warning(0.0, 0.03))  # 4 × 0.03 = 0.12, below the summed boundary's 0.25.
+
+  def test_each_line_of_the_figure_is_one_setting(self):
+    # A line's fields that match two settings average them, or (keyed by seed) keep the later:
+    # Experiment 3's averaged rows had taken over the summed "8 clients, n_sync 4" line so.
+    result = study()
+    for title, _, lines in asynchronous.plot_lines(result):
+      for label, fields in lines:
+        labels = {r["label"] for r in result["runs"]
+                  if all(r.get(k) == v for k, v in fields.items())}
+        self.assertLen(labels, 1, (title, label))
 
   def test_asgd8_is_the_setting_its_rule_chose(self):
     chosen = study()["chosen"]["asgd8"]

@@ -746,30 +746,40 @@ def time_model(all_machines: dict) -> dict:
           "days_22_epochs_n_sync_600": round(22 * 10_009 * client_step(600) / 86400, 2)}
 
 
+def plot_lines(result: dict) -> list[tuple[str, str, list[tuple[str, dict]]]]:
+  """The figure's panels: (title, the runs' curve key, [(a line's label, the fields selecting its
+  runs)]) — each line one setting's runs (tests/asynchronous_study_test.py)."""
+  return [
+      ("test top-1", "eval_top1", [
+          ("one client", dict(part="reference", steps=1080,
+                              learning_rate=result["chosen"].get("one_client_rate"))),
+          *((f"8 clients, {rule}, n_sync {n}", dict(part="paine1", server_rule=rule, n_sync=n))
+            for rule in ("sum", "average") for n in (4, 32))]),
+      ("probe loss (cold start)", "probe_loss", [
+          ("1 client", dict(part="paine2", clients=1)),
+          *((f"{c} clients, {rule}, n_sync 4", dict(part="paine2", clients=c, server_rule=rule,
+                                                     n_sync=4))
+            for c in (8, 32) for rule in ("sum", "average"))]),
+      ("probe loss (warm start)", "probe_loss", [
+          ("1 client", dict(part="paine3", clients=1)),
+          *((f"{c} clients, sum, n_sync {n}", dict(part="paine3", clients=c, n_sync=n,
+                                                    server_rule="sum", warm_start_momentum=True))
+            for c, n in ((2, 4), (2, 32), (8, 1), (8, 4))),
+          *((f"8 clients, average, n_sync {n}", dict(part="paine3", clients=8, n_sync=n,
+                                                      server_rule="average"))
+            for n in PAINE3_AVERAGED)])]
+
+
 def plot(result: dict, path: str) -> None:
-  """Three panels, each the mean over the seeds whose run did not diverge: Experiment 1's test
-  top-1 against client steps; Experiment 2's probe loss (1, 8 and 32 clients); Experiment 3's
-  probe loss (1 client; 2 and 8 clients after the warm start)."""
+  """Three panels (`plot_lines`), each line the mean over the seeds whose run did not diverge:
+  Experiment 1's test top-1 against client steps; Experiment 2's probe loss (1, 8 and 32
+  clients); Experiment 3's probe loss (1 client; 2 and 8 clients after the warm start)."""
   import matplotlib
   matplotlib.use("Agg")
   from matplotlib import pyplot as plt
   runs = result["runs"]
   figure, axes = plt.subplots(1, 3, figsize=(16, 4.5))
-  curves = [(axes[0], "test top-1", "eval_top1", [
-      ("one client", dict(part="reference", steps=1080,
-                          learning_rate=result["chosen"].get("one_client_rate"))),
-      *((f"8 clients, {rule}, n_sync {n}", dict(part="paine1", server_rule=rule, n_sync=n))
-        for rule in ("sum", "average") for n in (4, 32))]),
-            (axes[1], "probe loss (cold start)", "probe_loss", [
-      ("1 client", dict(part="paine2", clients=1)),
-      *((f"{c} clients, {rule}, n_sync 4", dict(part="paine2", clients=c, server_rule=rule,
-                                                 n_sync=4))
-        for c in (8, 32) for rule in ("sum", "average"))]),
-            (axes[2], "probe loss (warm start, the server summing)", "probe_loss", [
-      ("1 client", dict(part="paine3", clients=1)),
-      *((f"{c} clients, n_sync {n}", dict(part="paine3", clients=c, n_sync=n,
-                                           warm_start_momentum=True))
-        for c, n in ((2, 4), (2, 32), (8, 1), (8, 4)))])]
+  curves = [(ax, *panel) for ax, panel in zip(axes, plot_lines(result))]
   for ax, title, key, lines in curves:
     for label, fields in lines:
       chosen = list(rules.select(runs, **fields).values())

@@ -359,7 +359,7 @@ def findings(runs: list[dict], chosen: dict, time_model: dict) -> list[dict]:
         "reproduced if any experiment's rule fails where its runs are finite. A summing server "
         "at the one-client rate moves D × that client's step (here 8 × 0.125 = 1 as an "
         "effective step η/(1−β)), and once updates are stale (n_sync ≥ 4) every setting of 4 "
-        "clients or more ends at chance; at an equal server step (1 at n_sync 4) averaging "
+        "clients or more at the one-client rate ends at chance; at an equal server step (1 at n_sync 4) averaging "
         "still learned where summing did not. " + _summing_at_its_own_rate(grid) +
         "; lock-step clients",
         {**summed, **({"summing at its own rate": {

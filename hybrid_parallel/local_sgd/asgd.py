@@ -20,8 +20,8 @@ step. Each client's change includes its weight decay, so under "sum" the server 
 fast as one client would; under "average", once. Summing at rate η/D is averaging at η only to
 first order: once pushes are stale, an averaged client's own steps, at the full rate, pull it
 towards its own minimum (which bounds its change), a summed client's D-times smaller ones do not
-and the server adds them whole, so at one server step a stale sum is the less stable
-(tests/asgd_test.py on ½θ²; docs/asynchronous.md on the network).
+and the server adds them whole: on ½θ² a stale sum's stability limit is about half a stale
+mean's (tests/asgd_test.py); on the network the sum fell short by more (docs/asynchronous.md).
 
 Each change is pushed once (Δ_i is cleared by its push). What staleness does with momentum is
 delayed feedback: a gradient enters the client's velocity and keeps moving its parameters for
