@@ -51,7 +51,12 @@ def this_machine() -> str:
   2 cores", or the accelerators JAX sees on their host ("1 × NVIDIA H100 80GB HBM3; host
   Intel(R) Xeon(R) Processor, 16 cores")."""
   import jax  # every study has imported it; the package itself need not.
+  from hybrid_parallel import platforms
   host = f"{_cpu_model()}, {os.cpu_count()} cores"
+  # A study that ran its work in subprocesses (table1's main.py runs) has started no backend
+  # here: started as main.py starts it, a machine without a TPU does not try libtpu's (which,
+  # installed, prints its failures and waits on a VM whose network card it takes for a TPU).
+  platforms.start()
   devices = jax.devices()
   if devices[0].platform == "cpu":
     return host

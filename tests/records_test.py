@@ -3,6 +3,7 @@ the record `benchmarks.publish` stamps on a study's JSON, and which every result
 carries."""
 
 import datetime
+import importlib.util
 import json
 import os
 import re
@@ -14,6 +15,7 @@ from absl.testing import absltest
 
 import benchmarks
 from benchmarks import docs
+from hybrid_parallel import accelerators
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DOCS = os.path.join(ROOT, "docs")
@@ -104,6 +106,20 @@ class PublishTest(absltest.TestCase):
     self.assertEqual(software["no-such-package"], "not installed")
     self.assertRegex(software["absl-py"], r"^\d+\.\d+")
     self.assertEqual(software["python"], ".".join(map(str, sys.version_info[:3])))
+
+  @absltest.skipUnless(importlib.util.find_spec("libtpu") and accelerators.only_the_cpu_can_run(),
+                       "needs libtpu installed on a machine without an accelerator")
+  def test_a_record_made_before_any_backend_does_not_start_libtpu(self):
+    # table1 runs main.py in subprocesses and starts no backend itself: the record's device
+    # query was the first, and started every backend, libtpu's too, which printed its failures
+    # (and on a VM with a Google network card would wait for a TPU that is not there).
+    # As a user's shell starts it: without the suite's JAX_PLATFORMS=cpu (tests/__init__.py).
+    env = {k: v for k, v in os.environ.items() if k != "JAX_PLATFORMS"}
+    result = subprocess.run(
+        [sys.executable, "-c", "import benchmarks; print(benchmarks.this_machine())"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=True)
+    self.assertRegex(result.stdout, r"cores\n$")
+    self.assertNotIn("TPU", result.stderr)
 
   def test_a_page_says_where_its_figures_come_from_from_the_record(self):
     with tempfile.TemporaryDirectory() as directory:
