@@ -30,7 +30,9 @@ so the parts run both. The parts, in order (each later part reads the rates the 
   summing      8 clients summed at n_sync 4 on the sweep's schedule, at 1/32–1/2 of the
                one-client rate in factors of 2 (server steps η/(1−β) of 0.03125–0.5): a summing
                server at a rate chosen for it, by the best mean final accuracy as every other
-               rate (the grid reached below 1/8 after the best of the first three lay at 1/8).
+               rate (the grid reached below 1/8 after the best of the first three lay at 1/8);
+               then Experiment 1 (as `paine1`: 1,080 steps, n_sync 4 and 32) summed at the rate
+               it chose.
   paine1       His Experiment 1: 8 clients at the one-client rate and momentum (his clients ran
                the single-GPU settings), the server summing (his) or averaging, n_sync 4 and 32,
                on the reference's schedule (1,080 client steps), evaluated every 9 steps.
@@ -218,6 +220,14 @@ def summing_settings(rate: float) -> list[Setting]:
   return [Setting("summing", f"8 clients, sum, n_sync 4, rate {_rate(f * rate)}", "asgd", 8,
                   _rate(f * rate), 450, decay_at=270, n_sync=4, server_rule="sum")
           for f in SUMMING_FACTORS]
+
+
+def summing_paine1_settings(rate: float) -> list[Setting]:
+  """Experiment 1 (as `paine1`) with the server summing and each client at `rate`, the rate the
+  summing part's grid chose for the sum."""
+  return [Setting("summing", f"Experiment 1: 8 clients, sum, n_sync {n}, rate {rate}", "asgd", 8,
+                  rate, 1080, decay_at=648, eval_every=9, n_sync=n, server_rule="sum")
+          for n in (4, 32)]
 
 
 def paine1_settings(rate: float) -> list[Setting]:
@@ -498,6 +508,9 @@ def choices(runs: list[dict]) -> dict:
                    if s in seeds}
     if su_schedule:
       chosen["su_target_top1"] = round(rules.TARGET_SHARE * rules.mean_final(su_schedule), 4)
+  if rules.select(runs, part="summing", steps=rules.SUMMING_GRID_STEPS):
+    chosen["summing_rate"] = best_rate(runs, seeds=seeds, part="summing",
+                                       steps=rules.SUMMING_GRID_STEPS)
   if rules.select(runs, part="synchronous"):
     chosen["synchronous_rate"] = best_rate(runs, seeds=seeds, part="synchronous")
     preset = rules.preset_choice(runs, chosen)
@@ -529,7 +542,8 @@ def part_settings(part: str, chosen: dict) -> list[Setting]:
   if part == "paine1":
     return paine1_settings(rate)
   if part == "summing":
-    return summing_settings(rate)
+    return summing_settings(rate) + (summing_paine1_settings(chosen["summing_rate"])
+                                     if "summing_rate" in chosen else [])
   if part == "speeds_paine1":
     return speeds_paine1_settings(rate)
   if part == "paine2":
@@ -661,7 +675,7 @@ def main(argv):
     else:
       made = run_settings(part_settings(part, choices(result["runs"])), seeds=seeds,
                           all_machines=all_machines, done=done, save=save)
-      if part in ("reference", "su"):  # their second half depends on their first.
+      if part in ("reference", "su", "summing"):  # their second half depends on their first.
         made = run_settings(part_settings(part, choices(others + made)), seeds=seeds,
                             all_machines=all_machines, done=made, save=save)
     # The settings no longer made are gone now, not only those not reached.

@@ -240,13 +240,14 @@ asynchronous_momentum = per_row(
 
 
 def _paine1_rows(result):
+  """Experiment 1's settings: lock-step (`paine1`), at drawn speeds (`speeds_paine1`), and summed
+  at the summing part's rate (its 1,080-step rows)."""
   return [{**runs[0], "runs": runs,
-           "speedup": rules.experiment1_speedup(result["runs"], result["chosen"],
-                                                server_rule=runs[0]["server_rule"],
-                                                n_sync=runs[0]["n_sync"],
-                                                step_times=runs[0].get("step_times", "equal")),
+           "speedup": rules.experiment1_speedup(
+               result["runs"], result["chosen"], part=part, label=runs[0]["label"]),
            "to_target": _mean_time_to("target_top1")({"runs": runs}, result)}
-          for part in ("paine1", "speeds_paine1") for _, runs in _runs_by_label(result, part)]
+          for part in ("paine1", "speeds_paine1", "summing")
+          for _, runs in _runs_by_label(result, part) if runs[0]["steps"] == 1080]
 
 
 asynchronous_paine1 = per_row(
