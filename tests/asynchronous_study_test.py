@@ -130,15 +130,16 @@ class CurveTest(absltest.TestCase):
     self.assertAlmostEqual(rules.slope_per_100_steps(ramp, 0, 360), -0.5)
 
   def test_the_boundary_counts_partial_collapses_and_keeps_the_nearest(self):
+    # Momentum 0: each run's rate is its effective step η/(1 − β).
     fields = dict(part="momentum", scheme="asgd", clients=8, momentum=0.0, server_rule="average",
                   step_times="equal")
-    runs = [run(s, [0.1 if s == 0 else 0.9], label="a", n_sync=4, effective_step=0.25,
+    runs = [run(s, [0.1 if s == 0 else 0.9], label="a", n_sync=4, learning_rate=0.25,
                 **fields) for s in range(5)]  # 1 of 5 at chance.
-    runs += [run(s, [0.1 if s < 4 else 0.9], label="b", n_sync=32, effective_step=0.5,
-                 **fields) for s in range(5)]  # 4 of 5, further out than "a": kept (a larger share).
-    runs += [run(s, [0.1 if s < 1 else 0.9], label="c", n_sync=16, effective_step=0.5,
+    runs += [run(s, [0.1 if s < 4 else 0.9], label="b", n_sync=32, learning_rate=0.5,
+                 **fields) for s in range(5)]  # 4 of 5, further out than "a": kept (more of 5).
+    runs += [run(s, [0.1 if s < 1 else 0.9], label="c", n_sync=16, learning_rate=0.5,
                  **fields) for s in range(5)]  # 1 of 5, further out than "a": left out.
-    runs += [run(s, [0.9], label="d", n_sync=4, effective_step=0.125, **fields)
+    runs += [run(s, [0.9], label="d", n_sync=4, learning_rate=0.125, **fields)
              for s in range(5)]  # learned on every seed: no entry.
     self.assertEqual([(c["n_sync"], c["effective_step"], c["collapsed"], c["seeds"])
                       for c in rules.boundary(runs)], [(4, 0.25, 1, 5), (32, 0.5, 4, 5)])

@@ -359,8 +359,9 @@ def findings(runs: list[dict], chosen: dict, time_model: dict) -> list[dict]:
         "reproduced if any experiment's rule fails where its runs are finite. A summing server "
         "at the one-client rate moves D × that client's step (here 8 × 0.125 = 1 as an "
         "effective step η/(1−β)), and once updates are stale (n_sync ≥ 4) every setting of 4 "
-        "clients or more at the one-client rate ends at chance; at an equal server step (1 at n_sync 4) averaging "
-        "still learned where summing did not. " + _summing_at_its_own_rate(grid) +
+        "clients or more at the one-client rate ends at chance; at an equal server step (1 at "
+        "n_sync 4) averaging still learned where summing did not. " +
+        _summing_at_its_own_rate(grid) +
         "; lock-step clients",
         {**summed, **({"summing at its own rate": {
             f"rate {row['learning_rate']}": row["top1"] for row in grid["rows"]}}
@@ -376,8 +377,8 @@ def findings(runs: list[dict], chosen: dict, time_model: dict) -> list[dict]:
           f"for the sum", "Paine et al., Experiment 1 (Fig. 1)", faster(result),
           f"as the averaging rows, the server summing and each client at {own_rate} (the "
           f"summing part's choice, 1/{chosen['one_client_rate'] / own_rate:.3g} of the "
-          f"one-client rate, where Paine's clients ran the single-GPU settings): the time to {100 * target:.1f}% of one client over that of 8 "
-          f"on the same 1,080-step schedule, both priced on Blue Waters; reproduced if the "
+          f"one-client rate, where Paine's clients ran the single-GPU settings): the time to "
+          f"{100 * target:.1f}% of one client over that of 8 on the same 1,080-step schedule, both priced on Blue Waters; reproduced if the "
           f"speed-up's interval lies above 1; lock-step clients",
           {"speedup_summing": result,
            "top1": round(mean_final(select(runs, part="summing", steps=1080, n_sync=n,
@@ -660,7 +661,8 @@ def largest_step(runs: list[dict]) -> dict | None:
           "staleness_helps": above(difference)}
 
 
-SUMMING_GRID_STEPS = 450  # the summing part's grid (the sweep's schedule); its Experiment 1 runs 1,080.
+# The summing part's grid runs the sweep's schedule; its Experiment 1 runs 1,080 steps.
+SUMMING_GRID_STEPS = 450
 
 
 def summing_grid(runs: list[dict]) -> dict | None:
@@ -782,8 +784,9 @@ def boundary(runs: list[dict]) -> list[dict]:
   cells = {}
   for r in cold:
     share = r["clients"] if r["server_rule"] == "sum" else 1
+    # From the rate, as summing_grid's server step (the row's effective_step is rounded).
     key = (r["server_rule"], r["momentum"], r["clients"], r["n_sync"],
-           round(share * r["effective_step"], 6))
+           round(share * r["learning_rate"] / (1 - r["momentum"]), 5))
     cells.setdefault(key, {})[r["seed"]] = r["final_eval_top1"] < COLLAPSE_TOP1
   found = [{"server_rule": k[0], "momentum": k[1], "clients": k[2], "n_sync": k[3],
             "effective_step": k[4], "collapsed": sum(v.values()), "seeds": len(v)}

@@ -238,6 +238,7 @@ MEASURED_BOUNDARY = tuple(Collapse(*fields) for fields in (
     ("average", 0.0, 8, 4, 1.0, 5, 5),
     ("average", 0.9, 8, 1, 1.0, 3, 10),
     ("average", 0.9, 8, 32, 1.0, 5, 5),
+    ("sum", 0.9, 8, 32, 0.0625, 3, 5),
     ("sum", 0.9, 2, 4, 0.25, 1, 5),
     ("sum", 0.9, 8, 4, 0.25, 3, 5),
     ("sum", 0.9, 4, 4, 0.5, 5, 5),
