@@ -378,8 +378,9 @@ def findings(runs: list[dict], chosen: dict, time_model: dict) -> list[dict]:
           f"as the averaging rows, the server summing and each client at {own_rate} (the "
           f"summing part's choice, 1/{chosen['one_client_rate'] / own_rate:.3g} of the "
           f"one-client rate, where Paine's clients ran the single-GPU settings): the time to "
-          f"{100 * target:.1f}% of one client over that of 8 on the same 1,080-step schedule, both priced on Blue Waters; reproduced if the "
-          f"speed-up's interval lies above 1; lock-step clients",
+          f"{100 * target:.1f}% of one client over that of 8 on the same 1,080-step schedule, "
+          f"both priced on Blue Waters; reproduced if the speed-up's interval lies above 1; "
+          f"lock-step clients",
           {"speedup_summing": result,
            "top1": round(mean_final(select(runs, part="summing", steps=1080, n_sync=n,
                                            learning_rate=own_rate)), 4)})
@@ -499,7 +500,7 @@ def _summing_at_its_own_rate(grid: dict | None) -> str:
   paired_rows = [r for r in grid["rows"] if r["summed_minus_averaged"]]
   text = (f"At the client rate the summing part chose for the sum ({best['learning_rate']}, a "
           f"server step of {best['server_effective_step']:g}, the best of "
-          f"{len(grid['rows'])} on its grid) 8 summed clients at n_sync 4 end at "
+          f"{len(grid['rows'])} on its grid) 8 summed clients at n_sync 4 end its 450 steps at "
           f"{100 * best['top1']:.1f}% ({best['collapsed']} of {best['seeds']} seeds below 20%)")
   if paired_rows:
     gaps = [100 * r["summed_minus_averaged"]["mean"] for r in paired_rows]
