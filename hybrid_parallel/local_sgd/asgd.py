@@ -43,9 +43,9 @@ The draws are a pure function of the run's seed (`make_sync(seed=)`). A client's
 fetches follow its own step count (its k-th step as the update t above), so a fast client pushes
 more often, in time, and contributes more updates. The clients' step completions are events in
 time; the server applies pushes in their arrival order. A program step is one *round* of
-consecutive events (`next_round`): each client completes at most one step in it (the others'
-gradients are computed and discarded, their parameters, momentum and pending change left as
-they were), and its meetings (pushes, fetches) all happen at one instant, so a fetch sees every
+consecutive events (`next_round`): each client completes at most one step in it (the others
+compute nothing, `core.make_step` skipping their step, and keep their parameters, momentum and
+pending change as they were), and its meetings (pushes, fetches) all happen at one instant, so a fetch sees every
 push that arrived at or before it and none after. With equal step times every round is every
 client at the same instant: today's lock-step schedule, each program step one step of every
 client. A push's staleness is the number of pushes the server applied since the pushing client
