@@ -3,6 +3,7 @@ target, a speed-up with its interval, a verdict — and that a baseline that nev
 cannot make a method look faster or slower."""
 
 import dataclasses
+import json
 import math
 import os
 from unittest import mock
@@ -147,6 +148,21 @@ class CurveTest(absltest.TestCase):
 
 class WhatTheStudyDecidesTest(absltest.TestCase):
   """The library's and the configs' figures that come from docs/asynchronous.json."""
+
+  def test_what_the_json_decides_follows_from_its_runs(self):
+    # The pages render these keys as stored; recomputed from the stored runs by today's rules
+    # they must be the same (JSON turns a dict's int keys into strings: compared through it).
+    result = study()
+    runs = result["runs"]
+    through_json = lambda value: json.loads(json.dumps(value))
+    chosen = asynchronous.choices(runs)
+    self.assertEqual(through_json(chosen), result["chosen"])
+    for key, value in (("boundary", rules.boundary(runs)),
+                       ("summing", rules.summing_grid(runs)),
+                       ("largest_step", rules.largest_step(runs)),
+                       ("momentum_effect", rules.momentum_effect(runs)),
+                       ("preset_validation", rules.preset_validation(runs, chosen))):
+      self.assertEqual(through_json(value), result[key], key)
 
   def test_the_warned_boundary_is_the_study_s(self):
     self.assertEqual([dataclasses.asdict(c) for c in asgd.MEASURED_BOUNDARY], study()["boundary"])

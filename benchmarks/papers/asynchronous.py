@@ -218,7 +218,8 @@ def summing_settings(rate: float) -> list[Setting]:
   and below it; 1 is Experiment 1's collapse); the best mean final top-1 chooses, as every other
   rate is chosen."""
   return [Setting("summing", f"8 clients, sum, n_sync 4, rate {_rate(f * rate)}", "asgd", 8,
-                  _rate(f * rate), 450, decay_at=270, n_sync=4, server_rule="sum")
+                  _rate(f * rate), rules.SUMMING_GRID_STEPS, decay_at=270, n_sync=4,
+                  server_rule="sum")
           for f in SUMMING_FACTORS]
 
 
@@ -252,10 +253,7 @@ def paine3_settings(rate: float) -> list[Setting]:
       warm_start_momentum=momentum)
   return (one + [warm(c, n) for n in N_SYNCS for c in (2, 4, 8)] +
           [warm(8, n, momentum=False) for n in N_SYNCS[1:]] +
-          [warm(8, n, rule="average") for n in PAINE3_AVERAGED])
-
-
-PAINE3_AVERAGED = (4, 32)  # Experiment 3 with the server averaging: the smallest and largest.
+          [warm(8, n, rule="average") for n in rules.PAINE3_AVERAGED])
 
 
 def su_tuning_settings(rate: float) -> list[Setting]:
@@ -781,7 +779,7 @@ def plot_lines(result: dict) -> list[tuple[str, str, list[tuple[str, dict]]]]:
             for c, n in ((2, 4), (2, 32), (8, 1), (8, 4))),
           *((f"8 clients, average, n_sync {n}", dict(part="paine3", clients=8, n_sync=n,
                                                       server_rule="average"))
-            for n in PAINE3_AVERAGED)])]
+            for n in rules.PAINE3_AVERAGED)])]
 
 
 def plot(result: dict, path: str) -> None:

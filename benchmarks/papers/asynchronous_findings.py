@@ -474,7 +474,7 @@ N_SYNCS_ASYNCHRONOUS = (4, 16, 32)
 # is under half the drop the fastest of them show over the next tenth (to 2.18–2.19).
 CHANCE_LOSS = math.log(10)
 CHANCE_LOSS_TOLERANCE = 0.05
-PAINE3_AVERAGED = (4, 32)  # Experiment 3 averaged (asynchronous.py's paine3 part).
+PAINE3_AVERAGED = (4, 32)  # Experiment 3 averaged: the smallest and largest stale n_sync.
 
 
 def _summing_fails(evidence: dict) -> bool:
@@ -662,6 +662,13 @@ def largest_step(runs: list[dict]) -> dict | None:
           "staleness_helps": above(difference)}
 
 
+def server_effective_step(run: dict) -> float:
+  """An A-SGD run's server step η/(1 − β), times the clients when the server sums; from the
+  rate, not the run's `effective_step` (rounded to 6 places: 8 × 0.007813 is not 0.0625)."""
+  share = run["clients"] if run["server_rule"] == "sum" else 1
+  return round(share * run["learning_rate"] / (1 - run["momentum"]), 5)
+
+
 # The summing part's grid runs the sweep's schedule; its Experiment 1 runs 1,080 steps.
 SUMMING_GRID_STEPS = 450
 
@@ -677,8 +684,7 @@ def summing_grid(runs: list[dict]) -> dict | None:
   for label in dict.fromkeys(r["label"] for r in part):
     cell = select(part, label=label)
     first = next(iter(cell.values()))
-    # From the rate, not the row's effective_step (rounded to 6 places: 8 × 0.007813 ≠ 0.0625).
-    server_step = round(first["clients"] * first["learning_rate"] / (1 - first["momentum"]), 5)
+    server_step = server_effective_step(first)
     averaged = _sweep_cell(runs, f"β 0.9, η/(1−β) {server_step}, n_sync 4")
     rows.append({"learning_rate": first["learning_rate"], "server_effective_step": server_step,
                  "top1": round(mean_final(cell), 4), "seeds": len(cell),
@@ -784,10 +790,7 @@ def boundary(runs: list[dict]) -> list[dict]:
           r.get("step_times", "equal") == "equal" and r["seed"] < 10]
   cells = {}
   for r in cold:
-    share = r["clients"] if r["server_rule"] == "sum" else 1
-    # From the rate, as summing_grid's server step (the row's effective_step is rounded).
-    key = (r["server_rule"], r["momentum"], r["clients"], r["n_sync"],
-           round(share * r["learning_rate"] / (1 - r["momentum"]), 5))
+    key = (r["server_rule"], r["momentum"], r["clients"], r["n_sync"], server_effective_step(r))
     cells.setdefault(key, {})[r["seed"]] = r["final_eval_top1"] < COLLAPSE_TOP1
   found = [{"server_rule": k[0], "momentum": k[1], "clients": k[2], "n_sync": k[3],
             "effective_step": k[4], "collapsed": sum(v.values()), "seeds": len(v)}
