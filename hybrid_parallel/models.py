@@ -173,7 +173,7 @@ class ResNetArchitecture:
         yield f"conv{stage + 2}_{block + 1}", channels, width, stride
         channels = width
 
-  def projects(self, in_channels: int, features: int, stride: int, first: bool) -> bool:
+  def projects(self, in_channels: int, features: int, stride: int, *, first: bool) -> bool:
     """Whether a block (the first of its stage: `first`) has a 1×1 conv on its shortcut."""
     return stride != 1 or in_channels != features or (first and self.project_every_stage)
 
@@ -193,7 +193,7 @@ class ResNetArchitecture:
     if imagenet:
       side = (side + 2 - 3) // 2 + 1  # the 3×3 / 2 max-pool, padding 1.
     for name, in_channels, features, stride in self.block_names():
-      if self.projects(in_channels, features, stride, name.endswith("_1")):
+      if self.projects(in_channels, features, stride, first=name.endswith("_1")):
         convs.append(ResNetConv(f"{name}/shortcut", in_channels, features, 1, stride, side))
       channels = in_channels
       for i, (kernel, filters, conv_stride) in enumerate(self.branch(features, stride), 1):
@@ -495,7 +495,7 @@ class ResNet(nn.Module):
         x_BHWC = nn.relu(self._norm("conv1_bn")(x_BHWC, train))
         x_BHWC = layers.max_pool(x_BHWC, self.max_pool, padding=1)
       for name, in_channels, features, stride in arch.block_names():
-        project = arch.projects(in_channels, features, stride, name.endswith("_1"))
+        project = arch.projects(in_channels, features, stride, first=name.endswith("_1"))
         x_BHWC = ResidualBlock(arch, features, stride, project, layout, self.sync_batch_norm,
                                self.dtype, name=name)(x_BHWC, train)
       if arch.preactivation:
