@@ -200,7 +200,7 @@ def write_outputs(results, out: str) -> None:
     return
   fig, axes = _panels(plt, len(models))
   for ax, model in zip(axes.flat, models):
-    for rule in RULES:
+    for color, rule in enumerate(RULES):  # a rule's colour whichever rules a model ran.
       best = {}  # per batch, the rule's best setting by its mean (as the summary table).
       for r in sweep:
         if r["model"] == model and r["rule"] == rule:
@@ -208,7 +208,7 @@ def write_outputs(results, out: str) -> None:
                                         100 * (r["eval_top1_mean"] or 0.0))
       points = sorted(best.items())
       if points:
-        ax.plot(*zip(*points), marker="o", label=rule)  # every seed diverged: 0.
+        ax.plot(*zip(*points), marker="o", label=rule, color=f"C{color}")  # all NaN: 0.
     ax.set_xscale("log", base=2)
     ax.set_xlabel("global batch")
     ax.set_title(f"{model}, digits, equal epochs")
