@@ -25,6 +25,8 @@ class GspmdTest(parameterized.TestCase):
       ("owt_2x4_lars", "alexnet_owt_tiny", "owt", 2, 4, dict(optimizer="lars")),
       ("hybrid_2x2_sync_batch_norm", "alexnet_bn_tiny", "hybrid", 2, 2,
        dict(sync_batch_norm=True)),
+      ("resnet_hybrid_2x2_sync_batch_norm", "resnet_tiny", "hybrid", 2, 2,
+       dict(sync_batch_norm=True)),
   )
   def test_three_steps_with_dropout_equal_single_device(self, model_name, scheme, data, model,
                                                         overrides):

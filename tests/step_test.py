@@ -83,6 +83,8 @@ class EquivalenceTest(parameterized.TestCase):
        dict(sync_batch_norm=True)),
       ("resnet_owt_2x4_sync_batch_norm", "resnet_tiny", "owt", 2, 4,
        dict(sync_batch_norm=True)),
+      ("resnet_owt_2x4_variant_b_sync_batch_norm", "resnet_tiny", "owt", 2, 4,
+       dict(sync_batch_norm=True, owt_variant="b")),
       ("resnet_cifar_model_1x4", "resnet_cifar_tiny", "model", 1, 4),
       ("resnet_cifar_hybrid_2x2_sync_batch_norm", "resnet_cifar_tiny", "hybrid", 2, 2,
        dict(sync_batch_norm=True)),
