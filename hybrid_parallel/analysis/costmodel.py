@@ -12,6 +12,12 @@ Collective times (Thakur, Rabenseifner & Gropp 2005; α latency, β s/byte, γ s
   tree              2⌈lg p⌉·(α + nβ) + ⌈lg p⌉·nγ             (binomial reduce + broadcast)
   parameter_server  2(p−1)·(α + nβ) + (p−1)·nγ               (serialised at the root)
   psum              as ring (what NCCL and most runtimes use for large messages)
+  kvstore_device    MXNet's kvstore 'device' (`kvstore_device_time`): each key summed on one GPU,
+                    every pair at once, peer to peer; the busiest PCIe link sets the time
+
+Across nodes with one network card per node (`Machine.network_per_node`, Goyal et al.'s servers) a
+sum runs in three phases: within each node (a ring on its links), across the nodes (the chosen
+algorithm, one process per node), back within each node.
 
 A step (`step_time`): each device's compute — its layers' FLOPs at its local batch and widths, at
 the machine's calibrated share of the peak (its convolutions at the rate its code's kernels reach
@@ -20,7 +26,9 @@ per-step time — and each transfer, on the link it crosses, as the machine's im
 it (`hardware.Machine`: staged through the host, parameters sent back, uplinks shared, halves
 joined through host memory); a transfer XLA schedules while compute runs
 (`Transfer.overlapped`) costs only what outlasts the compute, and owt's (b)/(c) passes hide their
-transfers behind the FC compute of the pass before.
+transfers behind the FC compute of the pass before. The frameworks of 2016–2017 (MXNet's engine,
+Caffe2 with Gloo) overlap differently: each layer's gradient is exchanged as soon as backprop has
+produced it, one exchange after another (`schedule="backprop"`, `backprop_exposed`).
 """
 
 import dataclasses
@@ -52,6 +60,48 @@ def gather_scatter_time(n: float, p: int, link: Link) -> float:
   if p <= 1:
     return 0.0
   return 2 * (p - 1) * link.alpha + 2 * n * (p - 1) / p * link.beta + n * (p - 1) / p * link.gamma
+
+
+def kvstore_device_time(n: float, p: int, machine: Machine) -> float:
+  """Seconds for MXNet's kvstore 'device' to sum an n-byte key over p GPUs of `machine` and give
+  every GPU the sum (src/kvstore/comm.h, CommDevice: the key's sum lives on one GPU, the keys spread
+  over the GPUs by size; every other GPU copies its gradient there, the sum is copied back to each,
+  peer to peer). Summed over keys, each GPU's link carries 2(p − 1)/p·n per direction, and the one
+  link above a group of k of the p GPUs (`Machine.switch_groups`) 2k(p − k)/p·n: the busiest sets
+  the time. A key is two copies one after the other (in, then back): 2α; its sum (p − 1)/p·n·γ on
+  average."""
+  if p <= 1:
+    return 0.0
+  link = machine.node_link
+  busiest = max([2 * (p - 1) / p] + [2 * k * (p - k) / p for k in machine.switch_groups if k < p])
+  return 2 * link.alpha + busiest * n * link.beta + (p - 1) / p * n * link.gamma
+
+
+def latency_from_speedup(speedup: float, *, p: int, buffer_bytes: list[float],
+                         link: Link) -> float:
+  """The latency α per message at which recursive halving and doubling ("butterfly") sums each of
+  `buffer_bytes` over p processes `speedup` times as fast as the ring does on `link` (α ignored):
+  both send the same bytes (module docstring), so only their 2(p − 1) and 2 lg p messages differ.
+  With W the buffers' bytes-and-sum time and K their number, S = (2(p − 1)Kα + W) / (2 lg p·Kα + W)
+  gives α = (S − 1)·W / (K·(2(p − 1) − 2S·lg p))."""
+  bandwidth = dataclasses.replace(link, alpha=0.0)
+  w = sum(allreduce_time("ring", n, p, link=bandwidth) for n in buffer_bytes)
+  messages = 2 * (p - 1) - 2 * speedup * math.ceil(math.log2(p))
+  if messages <= 0:
+    raise ValueError(f"halving and doubling cannot be {speedup}× the ring on {p} processes by "
+                     "latency alone")
+  return (speedup - 1) * w / (len(buffer_bytes) * messages)
+
+
+def backprop_exposed(backward_s: list[float], exchange_s: list[float]) -> float:
+  """Seconds of gradient exchange left after backprop ends, when each layer's exchange starts as
+  soon as backprop has produced its gradient and the exchanges run one at a time: both lists in
+  the layers' forward order (backprop runs them last first)."""
+  computed = exchanged = 0.0
+  for backward, exchange in zip(reversed(backward_s), reversed(exchange_s)):
+    computed += backward
+    exchanged = max(exchanged, computed) + exchange
+  return max(0.0, exchanged - computed)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -219,6 +269,12 @@ def compute_time(arch, plan, machine: Machine, *, global_batch: int, image_size:
 def transfer_time(transfer: Transfer, machine: Machine, *, algorithm: str = "ring") -> float:
   """Seconds of one transfer on the link it crosses, as the machine's implementation moves it."""
   n, p = transfer.bytes, transfer.devices
+  if transfer.crosses_nodes and machine.network_per_node and transfer.kind == "allreduce":
+    per_node = machine.devices_per_node  # within each node and back, then among the nodes.
+    return (allreduce_time("ring", n, per_node, link=machine.node_link) +
+            allreduce_time(algorithm, n, p // per_node, link=machine.network))
+  if algorithm == "kvstore_device" and transfer.kind == "allreduce" and not transfer.crosses_nodes:
+    return kvstore_device_time(n, p, machine)
   if transfer.crosses_nodes:
     link = machine.network
   else:
@@ -237,7 +293,7 @@ def transfer_time(transfer: Transfer, machine: Machine, *, algorithm: str = "rin
 def step_time(arch, plan, machine: Machine, *, global_batch: int, image_size: int,
               num_classes: int, dtype: str = "float32", transfers: list[Transfer] | None = None,
               algorithm: str = "ring", owt_variant: str = "a",
-              fc_updates_per_step: int = 1) -> dict:
+              fc_updates_per_step: int = 1, schedule: str = "program") -> dict:
   """Predicted seconds of one step of `plan` on `machine` (module docstring).
 
   Args:
@@ -245,6 +301,10 @@ def step_time(arch, plan, machine: Machine, *, global_batch: int, image_size: in
       analytic minimum in `dtype`'s width for the activations, float32 for the gradients.
     owt_variant, fc_updates_per_step: owt's FC stage as Krizhevsky's (b) or (c) passes, with an
       FC update per pass (his variable batch size) when `fc_updates_per_step` = K.
+    schedule: "program" — a transfer marked `overlapped` hides behind the step's compute (XLA's
+      schedule); "backprop" — each layer's gradient exchange starts when backprop has produced it,
+      one after another (MXNet's engine, Caffe2 with Gloo: `backprop_exposed`); it takes the
+      analytic transfers, one gradient sum per layer.
 
   Returns:
     compute_s, communication_s (what of it is not hidden), step_s.
@@ -265,7 +325,38 @@ def step_time(arch, plan, machine: Machine, *, global_batch: int, image_size: in
                        global_batch=global_batch, image_size=image_size,
                        num_classes=num_classes, dtype=dtype, algorithm=algorithm,
                        variant=owt_variant, fc_updates_per_step=fc_updates_per_step)
+  if schedule == "backprop":
+    backward = backward_time_by_layer(arch, plan, machine, global_batch=global_batch,
+                                      image_size=image_size, num_classes=num_classes, dtype=dtype)
+    gradients = [t for t in transfers if t.purpose == "gradients"]
+    if len(gradients) != len(backward):
+      raise ValueError("the backprop schedule takes one gradient sum per layer "
+                       f"(analytic_transfers): {len(gradients)} for {len(backward)} layers")
+    exposed = backprop_exposed(
+        backward, [transfer_time(t, machine, algorithm=algorithm) for t in gradients])
+    rest = sum(transfer_time(t, machine, algorithm=algorithm) for t in transfers
+               if t.purpose != "gradients")
+    return {"compute_s": compute, "communication_s": exposed + rest,
+            "step_s": compute + exposed + rest}
+  if schedule != "program":
+    raise ValueError(f"unknown schedule {schedule!r}; choose program or backprop")
   return with_transfers(compute, transfers, machine, algorithm=algorithm)
+
+
+def backward_time_by_layer(arch, plan, machine: Machine, *, global_batch: int, image_size: int,
+                           num_classes: int, dtype: str = "float32") -> list[float]:
+  """Seconds of each layer's backprop on one device (forward order): two thirds of its training
+  FLOPs, at the rates `compute_time` charges them."""
+  rate = machine.device.peak_flops[dtype] * machine.efficiency
+  conv_rate = machine.conv_rate(global_batch // plan.batch_divisor)
+  seconds = []
+  for layer in layers(arch, image_size, num_classes):
+    if layer.kind == "conv":
+      flops = 4.0 * layer.macs * global_batch / plan.batch_divisor / plan.layout.conv_shards
+      seconds.append(flops / conv_rate / rate)
+    else:
+      seconds.append(4.0 * layer.macs * global_batch / plan.data / plan.layout.fc_shards / rate)
+  return seconds
 
 
 def bytes_sent(transfer: Transfer) -> float:
