@@ -209,7 +209,7 @@ class Experiment:
   """Everything a run is made of on its devices (see `build`)."""
   spec: RunSpec
   mesh: jax.sharding.Mesh
-  model: models.AlexNet
+  model: models.Network
   tx: optax.GradientTransformation
   schedule: optax.Schedule
   scheme: schemes.Scheme
@@ -282,7 +282,7 @@ def for_platform(choice: str, by_platform: dict[str, str], platform: str) -> str
   return choice
 
 
-def build_model(spec: RunSpec, num_classes: int, platform: str) -> models.AlexNet:
+def build_model(spec: RunSpec, num_classes: int, platform: str) -> models.Network:
   """The run's network with its plan's layout, "auto" settings chosen for `platform`."""
   choice = spec.model
   return models.build(choice.name, num_classes, spec.plan.layout, image_size=spec.image_size,

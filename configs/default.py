@@ -10,14 +10,14 @@ def get_config() -> ml_collections.ConfigDict:
   config = ml_collections.ConfigDict()
 
   # Model: a name from hybrid_parallel.models.ARCHITECTURES (alexnet, alexnet_owt, alexnet_bn,
-  # *_tiny).
+  # resnet50, resnet50_cifar, and the *_tiny sizes).
   config.model = "alexnet"
   # Square input side. The papers use 224; 64 is the smallest AlexNet input and keeps a CPU run
   # of digits to minutes.
   config.image_size = 64
-  # Dropout before each hidden FC layer (0.5 in Krizhevsky et al. 2012).
+  # Dropout before each hidden FC layer (0.5 in Krizhevsky et al. 2012; the ResNets have none).
   config.dropout_rate = 0.5
-  # alexnet_bn: batch-norm statistics over each worker's own batch (False, as Goyal et al.) or
+  # alexnet_bn and the ResNets: batch-norm statistics over each worker's own batch (False, as Goyal et al.) or
   # over the whole batch of the layer (True).
   config.sync_batch_norm = False
   # Compute dtype of convolutions, matmuls and activations: float32 or bfloat16 (mixed precision:

@@ -176,8 +176,16 @@ MAX_POOLS = ("argmax", "reduce_window")
 MAX_POOL_BY_PLATFORM = {"cpu": "argmax", "gpu": "argmax", "tpu": "reduce_window"}
 
 
-def max_pool(x_BHWC: jax.Array, implementation: str = "argmax") -> jax.Array:
-  """Krizhevsky et al.'s overlapping 3×3 / 2 max-pool, computed as `implementation` says."""
+def max_pool(x_BHWC: jax.Array, implementation: str = "argmax", *,
+             padding: int = 0) -> jax.Array:
+  """Krizhevsky et al.'s overlapping 3×3 / 2 max-pool, computed as `implementation` says.
+
+  `padding` rows and columns of −∞ on every side first (the ResNets' stem pool takes 1): no window
+  takes its maximum there, and the padding's gradient is cut off again.
+  """
+  if padding:
+    x_BHWC = jnp.pad(x_BHWC, ((0, 0), (padding, padding), (padding, padding), (0, 0)),
+                     constant_values=-jnp.inf)
   if implementation == "reduce_window":
     return nn.max_pool(x_BHWC, (3, 3), strides=(2, 2))
   return overlapping_max_pool(x_BHWC)
@@ -259,10 +267,11 @@ class _ConvParameters(nn.Module):
   use_bias: bool
   dtype: jnp.dtype
   conv: Callable[[jax.Array, jax.Array], jax.Array]
+  kernel_init: Callable
 
   @nn.compact
   def __call__(self, x_BHWC: jax.Array) -> jax.Array:
-    kernel = self.param("kernel", nn.initializers.lecun_normal(),
+    kernel = self.param("kernel", self.kernel_init,
                         (self.kernel, self.kernel, x_BHWC.shape[-1] // self.groups,
                          self.features), PARAM_DTYPE)
     bias = (self.param("bias", nn.initializers.zeros_init(), (self.features,), PARAM_DTYPE)
@@ -292,6 +301,8 @@ class ShardedConv(nn.Module):
   dtype: jnp.dtype = jnp.float32  # compute dtype; the parameters are float32.
   implementation: str = "direct"  # STEM_CONVS; space_to_depth needs a stride > 1, one group.
   grouped: str = "feature_group_count"  # GROUPED_CONVS: how a conv of several groups runs.
+  # nn.Conv's LeCun normal, or He et al.'s for the ResNets (`models.ResNetArchitecture.conv_init`).
+  kernel_init: Callable = nn.initializers.lecun_normal()
 
   @nn.compact
   def __call__(self, x_BHWC: jax.Array) -> jax.Array:
@@ -303,11 +314,12 @@ class ShardedConv(nn.Module):
                                groups=self.groups)
     if conv is not None:
       return _ConvParameters(self.features // self.shards, self.kernel, self.groups,
-                             self.use_bias, self.dtype, conv, name="conv")(x_BHWC)
+                             self.use_bias, self.dtype, conv, self.kernel_init,
+                             name="conv")(x_BHWC)
     return nn.Conv(self.features // self.shards, (self.kernel, self.kernel),
                    strides=(self.stride, self.stride), padding=[(self.padding, self.padding)] * 2,
                    feature_group_count=self.groups, use_bias=self.use_bias, dtype=self.dtype,
-                   name="conv")(x_BHWC)
+                   kernel_init=self.kernel_init, name="conv")(x_BHWC)
 
 
 class BatchNorm(nn.Module):
@@ -324,16 +336,19 @@ class BatchNorm(nn.Module):
     sync: normalise with statistics over `batch_axes` instead of the local batch.
     momentum: decay of the running averages.
     epsilon: added to the variance.
+    use_scale: a learned scale γ; without it γ = 1 (MXNet's `fix_gamma`, its input normalisation).
   """
   batch_axes: tuple[str, ...] = ()
   sync: bool = False
   momentum: float = 0.9
   epsilon: float = 1e-5
+  use_scale: bool = True
 
   @nn.compact
   def __call__(self, x_BHWC: jax.Array, train: bool) -> jax.Array:
     channels = x_BHWC.shape[-1]
-    scale = self.param("scale", nn.initializers.ones_init(), (channels,), PARAM_DTYPE)
+    scale = (self.param("scale", nn.initializers.ones_init(), (channels,), PARAM_DTYPE)
+             if self.use_scale else 1.0)
     bias = self.param("bias", nn.initializers.zeros_init(), (channels,), PARAM_DTYPE)
     running_mean = self.variable("batch_stats", "mean", jnp.zeros, (channels,), PARAM_DTYPE)
     running_var = self.variable("batch_stats", "var", jnp.ones, (channels,), PARAM_DTYPE)

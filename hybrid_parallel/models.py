@@ -1,10 +1,11 @@
-"""The Krizhevsky convnets, written per device for any model-axis size.
+"""The Krizhevsky convnets and the residual networks, written per device for any model-axis size.
 
-One module, `AlexNet`, builds every variant from an `Architecture` (widths, kernels, columns) and a
-`Layout` (how the current scheme splits it). With the default `Layout()` it is the plain
-single-device network; that instance creates the parameters at full size for every scheme.
+Two modules: `AlexNet` builds every Krizhevsky variant from an `Architecture` (widths, kernels,
+columns), `ResNet` every residual network from a `ResNetArchitecture` (stem, stages, block kind);
+both take a `Layout` (how the current scheme splits them). With the default `Layout()` each is the
+plain single-device network; that instance creates the parameters at full size for every scheme.
 
-Registry (`ARCHITECTURES`):
+Registry (`ARCHITECTURES`), the Krizhevsky nets:
   alexnet           Krizhevsky, Sutskever & Hinton 2012: two columns, LRN, 60,965,224 parameters
                     at 1000 classes and 224² input.
   alexnet_owt       Krizhevsky 2014 ("one weird trick"): one column, 64-192-384-256-256, no LRN,
@@ -14,10 +15,26 @@ Registry (`ARCHITECTURES`):
                     biases dropped (the norm's shift replaces them).
   alexnet_tiny, alexnet_owt_tiny, alexnet_bn_tiny
                     the same structures with narrow widths, for tests.
+
+The residual networks (every one with batch norm, no dropout: `dropout_rate` does not apply):
+  resnet50          torchvision's resnet50 (He et al. 2016, "v1.5": the stride of a downsampling
+                    block on its 3×3 conv): 7×7/2 stem, 3×3/2 max-pool, 3-4-6-3 bottleneck blocks
+                    of 256-512-1024-2048 channels, 25,557,032 parameters at 1000 classes.
+  resnet50_cifar    the network MXNet's example/image-classification runs as
+                    `train_cifar10.py --network resnet --num-layers 50` (symbols/resnet.py): at
+                    its 28² crops the 6n + 2 CIFAR family of He et al. with n = 8 — a 3×3 stem of
+                    16, three stages of eight basic pre-activation blocks (He et al. 2016b) of
+                    16-32-64 channels, an input batch norm without scale; 50 weight layers,
+                    758,621 parameters at 10 classes.
+  resnet_tiny       resnet50's blocks (stem and pool, bottlenecks with the stride on the 3×3,
+                    projection shortcuts), one block per stage, widths ÷8: for tests and the CPU.
+  resnet_cifar_tiny resnet50_cifar's blocks, one per stage (the n = 1 member, 8 weight layers),
+                    widths ÷2.
 """
 
 import dataclasses
 import math
+from collections.abc import Iterator
 
 import jax
 import jax.numpy as jnp
@@ -25,6 +42,7 @@ from flax import linen as nn
 
 from hybrid_parallel import checks, layers
 from hybrid_parallel.errors import UserError
+from hybrid_parallel.mesh import MODEL
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,6 +108,129 @@ ARCHITECTURES = {
 
 
 @dataclasses.dataclass(frozen=True)
+class ResNetConv:
+  """One convolution of a residual network, where it sits (`ResNetArchitecture.conv_layers`)."""
+  name: str  # its block's name, then its own: "conv2_1/conv2", "conv2_1/shortcut"; or "conv1".
+  in_channels: int
+  features: int
+  kernel: int
+  stride: int
+  in_side: int  # the side of its (square) input.
+
+  @property
+  def out_side(self) -> int:
+    return (self.in_side + 2 * (self.kernel // 2) - self.kernel) // self.stride + 1
+
+
+@dataclasses.dataclass(frozen=True)
+class ResNetArchitecture:
+  """A residual network: a stem, stages of residual blocks, global average pooling, a classifier.
+
+  Attributes:
+    stem: "imagenet" — a 7×7 / 2 conv, batch norm, ReLU and a 3×3 / 2 max-pool with padding 1
+      (torchvision); "cifar" — one 3×3 / 1 conv (MXNet's example at 28² and below).
+    stem_width: the stem conv's filters.
+    blocks: residual blocks per stage; each stage after the first halves the side in its first
+      block (stride 2 on the block's first 3×3 conv).
+    widths: each stage's output channels.
+    bottleneck: 1×1 → 3×3 → 1×1 blocks whose inner width is a quarter of their output; else two
+      3×3 convs.
+    preactivation: batch norm → ReLU → conv in every block, the shortcut taken after the first
+      ReLU (He et al. 2016b, MXNet's symbols/resnet.py), an input batch norm without scale before
+      the stem and batch norm → ReLU after the last block; else conv → batch norm (→ ReLU) with a
+      ReLU after the sum (He et al. 2016, torchvision).
+    project_every_stage: the first block of every stage has a 1×1 conv shortcut, even where its
+      channels and side stay (MXNet's `dim_match=False`); else only where they change
+      (torchvision).
+    epsilon: batch norm's ε (torchvision 1e-5, MXNet's example 2e-5).
+    conv_init: He et al.'s normal initialisation of the conv kernels over "fan_out" (torchvision's
+      kaiming_normal_) or "fan_in" (MXNet's example: Xavier, gaussian, "in", magnitude 2).
+    image_size: the input size the network was published with.
+  """
+  stem: str
+  stem_width: int
+  blocks: tuple[int, ...]
+  widths: tuple[int, ...]
+  bottleneck: bool
+  preactivation: bool
+  project_every_stage: bool
+  epsilon: float
+  conv_init: str
+  image_size: int
+  batch_norm = True  # every residual network here normalises every conv.
+  columns = 1
+
+  def fc_names(self) -> tuple[str, ...]:
+    return ("fc",)  # the classifier, torchvision's name.
+
+  def block_names(self) -> Iterator[tuple[str, int, int, int]]:
+    """(name, input channels, output channels, stride) of every block: "conv2_1" … (He et al.'s
+    stage names: conv2_x is the first stage after the stem conv1)."""
+    channels = self.stem_width
+    for stage, (blocks, width) in enumerate(zip(self.blocks, self.widths)):
+      for block in range(blocks):
+        stride = 2 if stage > 0 and block == 0 else 1
+        yield f"conv{stage + 2}_{block + 1}", channels, width, stride
+        channels = width
+
+  def projects(self, in_channels: int, features: int, stride: int, first: bool) -> bool:
+    """Whether a block (the first of its stage: `first`) has a 1×1 conv on its shortcut."""
+    return stride != 1 or in_channels != features or (first and self.project_every_stage)
+
+  def branch(self, features: int, stride: int) -> tuple[tuple[int, int, int], ...]:
+    """(kernel, filters, stride) of a block's convs, in order."""
+    if self.bottleneck:
+      return ((1, features // 4, 1), (3, features // 4, stride), (1, features, 1))
+    return ((3, features, stride), (3, features, 1))
+
+  def conv_layers(self, image_size: int) -> list[ResNetConv]:
+    """Every convolution with its input: what the network computes, for its arithmetic
+    (analysis/costmodel.py) and its layout checks."""
+    imagenet = self.stem == "imagenet"
+    stem = ResNetConv("conv1", 3, self.stem_width, 7 if imagenet else 3, 2 if imagenet else 1,
+                      image_size)
+    convs, side = [stem], stem.out_side
+    if imagenet:
+      side = (side + 2 - 3) // 2 + 1  # the 3×3 / 2 max-pool, padding 1.
+    for name, in_channels, features, stride in self.block_names():
+      if self.projects(in_channels, features, stride, name.endswith("_1")):
+        convs.append(ResNetConv(f"{name}/shortcut", in_channels, features, 1, stride, side))
+      channels = in_channels
+      for i, (kernel, filters, conv_stride) in enumerate(self.branch(features, stride), 1):
+        convs.append(ResNetConv(f"{name}/conv{i}", channels, filters, kernel, conv_stride, side))
+        channels, side = filters, convs[-1].out_side
+    return convs
+
+
+def _resnet(blocks, widths, *, stem_width, bottleneck, image_size,
+            mxnet: bool = False) -> ResNetArchitecture:
+  """torchvision's ResNet (`mxnet=False`) or MXNet's example's pre-activation CIFAR ResNet."""
+  if mxnet:
+    return ResNetArchitecture("cifar", stem_width, blocks, widths, bottleneck, preactivation=True,
+                              project_every_stage=True, epsilon=2e-5, conv_init="fan_in",
+                              image_size=image_size)
+  return ResNetArchitecture("imagenet", stem_width, blocks, widths, bottleneck,
+                            preactivation=False, project_every_stage=False, epsilon=1e-5,
+                            conv_init="fan_out", image_size=image_size)
+
+
+ARCHITECTURES.update({
+    # torchvision.models.resnet50 (torchvision/models/resnet.py: Bottleneck, [3, 4, 6, 3]).
+    "resnet50": _resnet((3, 4, 6, 3), (256, 512, 1024, 2048), stem_width=64, bottleneck=True,
+                        image_size=224),
+    # symbols/resnet.py's get_symbol(num_layers=50, image_shape="3,28,28"): height ≤ 28, and
+    # (50 − 2) % 6 == 0 below 164 layers, so per_unit = 8, filter_list = [16, 16, 32, 64],
+    # bottle_neck = False; train_cifar10.py crops 28² from its padded 32² images.
+    "resnet50_cifar": _resnet((8, 8, 8), (16, 32, 64), stem_width=16, bottleneck=False,
+                              image_size=28, mxnet=True),
+    "resnet_tiny": _resnet((1, 1, 1, 1), (32, 64, 128, 256), stem_width=8, bottleneck=True,
+                           image_size=64),
+    "resnet_cifar_tiny": _resnet((1, 1, 1), (8, 16, 32), stem_width=8, bottleneck=False,
+                                 image_size=32, mxnet=True),
+})
+
+
+@dataclasses.dataclass(frozen=True)
 class Layout:
   """How a scheme splits the network over the "model" axis (see `partitioning.make_plan`).
 
@@ -108,8 +249,12 @@ class Layout:
   conv_batch_axes: tuple[str, ...] = ()
 
 
-def check_layout(name: str, arch: Architecture, layout: Layout, *, image_size: int) -> None:
+def check_layout(name: str, arch: Architecture | ResNetArchitecture, layout: Layout, *,
+                 image_size: int) -> None:
   """Raises one clear UserError if `layout` cannot split `arch` or the image is too small."""
+  if isinstance(arch, ResNetArchitecture):
+    _check_resnet_layout(name, arch, layout, image_size=image_size)
+    return
   if arch.feature_map_size(image_size) < 1:
     raise UserError(f"image_size {image_size} is too small for {name}: its conv stages shrink it "
                     f"to nothing; use at least 64.")
@@ -128,6 +273,19 @@ def check_layout(name: str, arch: Architecture, layout: Layout, *, image_size: i
     if width % layout.fc_shards:
       raise UserError(f"{name} layer {fc} has {width} neurons, which a model axis of size "
                       f"{layout.fc_shards} cannot split evenly.")
+
+
+def _check_resnet_layout(name: str, arch: ResNetArchitecture, layout: Layout, *,
+                         image_size: int) -> None:
+  """A residual network splits every conv's filters (and its batch norm's channels) over
+  "model", and the classifier's input channels over the FC shards."""
+  for conv in arch.conv_layers(image_size):
+    if conv.features % layout.conv_shards:
+      raise UserError(f"{name} layer {conv.name} has {conv.features} filters, which a model axis "
+                      f"of size {layout.conv_shards} cannot split evenly.")
+  if arch.widths[-1] % layout.fc_shards:
+    raise UserError(f"{name} layer fc takes {arch.widths[-1]} channels, which a model axis of "
+                    f"size {layout.fc_shards} cannot split evenly.")
 
 
 class AlexNet(nn.Module):
@@ -223,6 +381,144 @@ class AlexNet(nn.Module):
     return logits.astype(layers.at_least_float32(self.dtype))
 
 
+class ResidualBlock(nn.Module):
+  """One residual block of `arch` as one device runs it under `layout` (ResNet's attributes).
+
+  Under a model axis every conv holds its share of the filters, and each conv's input is
+  gathered over "model" first (every conv sees all channels); the block's input and output stay
+  split by channel, so an identity shortcut adds the device's own channels.
+  """
+  arch: ResNetArchitecture
+  features: int
+  stride: int
+  project: bool
+  layout: Layout
+  sync_batch_norm: bool
+  dtype: jnp.dtype
+
+  def _conv(self, kernel: int, features: int, stride: int, name: str) -> layers.ShardedConv:
+    return layers.ShardedConv(features, kernel, stride, kernel // 2,
+                              shards=self.layout.conv_shards, use_bias=False, dtype=self.dtype,
+                              kernel_init=_conv_init(self.arch), name=name)
+
+  def _norm(self, name: str) -> layers.BatchNorm:
+    return layers.BatchNorm(self.layout.conv_batch_axes, self.sync_batch_norm,
+                            epsilon=self.arch.epsilon, name=name)
+
+  def _gather(self, x_BHWC: jax.Array) -> jax.Array:
+    return (layers.gather_over_model(x_BHWC, axis=-1) if self.layout.conv_shards > 1
+            else x_BHWC)
+
+  @nn.compact
+  def __call__(self, x_BHWC: jax.Array, train: bool) -> jax.Array:
+    convs = self.arch.branch(self.features, self.stride)
+    shortcut_conv = lambda y: self._conv(1, self.features, self.stride, "shortcut")(y)
+    if self.arch.preactivation:  # MXNet's residual_unit: BN → ReLU → conv, summed as they are.
+      y = self._gather(nn.relu(self._norm("bn1")(x_BHWC, train)))
+      shortcut = shortcut_conv(y) if self.project else x_BHWC
+      for i, (kernel, features, stride) in enumerate(convs, 1):
+        if i > 1:
+          y = self._gather(nn.relu(self._norm(f"bn{i}")(y, train)))
+        y = self._conv(kernel, features, stride, f"conv{i}")(y)
+      return y + shortcut
+    # torchvision's Bottleneck / BasicBlock: conv → BN → ReLU, no ReLU before the sum.
+    whole = self._gather(x_BHWC)
+    shortcut = (self._norm("shortcut_bn")(shortcut_conv(whole), train) if self.project
+                else x_BHWC)
+    y = whole
+    for i, (kernel, features, stride) in enumerate(convs, 1):
+      if i > 1:
+        y = self._gather(nn.relu(y))
+      y = self._norm(f"bn{i}")(self._conv(kernel, features, stride, f"conv{i}")(y), train)
+    return nn.relu(y + shortcut)
+
+
+def _conv_init(arch: ResNetArchitecture):
+  """He et al.'s normal initialisation: std √(2 / fan), over the fan `arch.conv_init` names."""
+  return nn.initializers.variance_scaling(2.0, arch.conv_init, "normal")
+
+
+class ResNet(nn.Module):
+  """A residual network as one device runs it under `layout` (the interface of `AlexNet`).
+
+  Under a model axis (model, hybrid) every conv's filters and their batch norms' channels are
+  split, each conv's input gathered over "model" as AlexNet's are; the pooled features stay split
+  by channel and the classifier takes its rows of them (`layers.RowDense`). Under owt the convs
+  split the batch over "model" too, and the pooled features are gathered as AlexNet's are before
+  the FC layers, each model device taking its channels' rows of the classifier.
+
+  Attributes:
+    arch: the architecture.
+    num_classes: classifier width.
+    layout: how the scheme splits the layers; `Layout()` is the whole network on one device.
+    sync_batch_norm, dtype, max_pool, stem_conv: as `AlexNet`'s (`stem_conv` for the strided
+      stem; the max-pool of an "imagenet" stem).
+  """
+  arch: ResNetArchitecture
+  num_classes: int
+  layout: Layout = Layout()
+  sync_batch_norm: bool = False
+  dtype: jnp.dtype = jnp.float32
+  max_pool: str = "argmax"
+  stem_conv: str = "direct"
+
+  def _norm(self, name: str, **options) -> layers.BatchNorm:
+    return layers.BatchNorm(self.layout.conv_batch_axes, self.sync_batch_norm,
+                            epsilon=self.arch.epsilon, name=name, **options)
+
+  @nn.compact
+  def __call__(self, inputs: jax.Array, *, example_ids_B: jax.Array,
+               dropout_key: jax.Array | None = None, stage: str = "all") -> jax.Array:
+    """Returns the logits of this device's examples (model-invariant), or one stage's output.
+
+    Args:
+      inputs, example_ids_B, stage: as `AlexNet`'s; "features" are the pooled channels `[B, C]`,
+        whole on every model device.
+      dropout_key: None evaluates (batch norm with its running statistics); otherwise the network
+        trains (it has no dropout).
+    """
+    del example_ids_B  # no dropout: nothing depends on an example's position.
+    arch, layout, train = self.arch, self.layout, dropout_key is not None
+    m = layout.conv_shards
+    x_BF = inputs
+    if stage != "classifier":
+      x_BHWC = inputs.astype(self.dtype)
+      if arch.preactivation:
+        # MXNet's bn_data (fix_gamma): the image's channels, whole on every model device.
+        x_BHWC = self._norm("input_bn", use_scale=False)(x_BHWC, train)
+      imagenet = arch.stem == "imagenet"
+      x_BHWC = layers.ShardedConv(arch.stem_width, 7 if imagenet else 3, 2 if imagenet else 1,
+                                  3 if imagenet else 1, shards=m, use_bias=False,
+                                  dtype=self.dtype, implementation=self.stem_conv,
+                                  kernel_init=_conv_init(arch), name="conv1")(x_BHWC)
+      if imagenet:
+        x_BHWC = nn.relu(self._norm("conv1_bn")(x_BHWC, train))
+        x_BHWC = layers.max_pool(x_BHWC, self.max_pool, padding=1)
+      for name, in_channels, features, stride in arch.block_names():
+        project = arch.projects(in_channels, features, stride, name.endswith("_1"))
+        x_BHWC = ResidualBlock(arch, features, stride, project, layout, self.sync_batch_norm,
+                               self.dtype, name=name)(x_BHWC, train)
+      if arch.preactivation:
+        x_BHWC = nn.relu(self._norm("final_bn")(x_BHWC, train))
+      # Global average pooling, summed in at least float32.
+      x_BF = jnp.mean(x_BHWC.astype(layers.at_least_float32(self.dtype)), axis=(1, 2))
+      x_BF = x_BF.astype(self.dtype)
+      if stage == "features":
+        return layers.gather_over_model(x_BF, axis=-1) if m > 1 else x_BF
+      if layout.conv_batch_over_model:
+        x_BF = layers.gather_over_model(x_BF, axis=0)  # owt: the data shard's batch, as AlexNet.
+    if m == 1 and layout.fc_shards > 1:
+      # The whole channels are here; the classifier's rows are split: take this device's.
+      width = x_BF.shape[-1] // layout.fc_shards
+      x_BF = jax.lax.dynamic_slice_in_dim(x_BF, jax.lax.axis_index(MODEL) * width, width, axis=-1)
+    logits = layers.RowDense(self.num_classes, shards=layout.fc_shards, name="fc")(x_BF)
+    return logits.astype(layers.at_least_float32(self.dtype))
+
+
+# Either network: what `build` returns and every step takes.
+Network = AlexNet | ResNet
+
+
 # config.dtype → the compute dtype. Parameters and optimiser state are float32 under float32 and
 # bfloat16 (mixed precision). float64 is the exact reference the tests measure float32 rounding
 # against: the same network, initial values and dropout masks, every value in float64 (it needs
@@ -242,8 +538,9 @@ def build(name: str, num_classes: int, layout: Layout = Layout(), *,
           image_size: int | None = None, dropout_rate: float = 0.5,
           sync_batch_norm: bool = False, dtype: str = "float32",
           max_pool: str = "argmax", stem_conv: str = "direct",
-          grouped_conv: str = "feature_group_count") -> AlexNet:
-  """Looks up `name` in the registry, checks `layout` against it, returns the module."""
+          grouped_conv: str = "feature_group_count") -> Network:
+  """Looks up `name` in the registry, checks `layout` against it, returns the module (a ResNet
+  takes no `dropout_rate` and no `grouped_conv`: it has neither dropout nor grouped convs)."""
   checks.one_of(ARCHITECTURES)("model", name)
   check_dtype("dtype", dtype)
   # The per-platform settings ("auto" is resolved before this: experiment.for_platform).
@@ -252,6 +549,8 @@ def build(name: str, num_classes: int, layout: Layout = Layout(), *,
   checks.one_of(layers.GROUPED_CONVS)("grouped_conv", grouped_conv)
   arch = ARCHITECTURES[name]
   check_layout(name, arch, layout, image_size=image_size or arch.image_size)
+  if isinstance(arch, ResNetArchitecture):
+    return ResNet(arch, num_classes, layout, sync_batch_norm, DTYPES[dtype], max_pool, stem_conv)
   return AlexNet(arch, num_classes, layout, dropout_rate, sync_batch_norm, DTYPES[dtype],
                  max_pool, stem_conv, grouped_conv)
 

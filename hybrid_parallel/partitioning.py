@@ -119,7 +119,14 @@ def check_batch(plan: Plan, global_batch: int, *, what: str = "global_batch_size
 
 
 def _is_conv(path: tuple[str, ...]) -> bool:
-  return path[0].startswith("conv")  # conv layers and their batch norms ("conv1_bn").
+  # Every layer but the FC ones ("fc6", "fc8"; a ResNet's "fc"): the conv layers, their batch
+  # norms ("conv1_bn"), a ResNet's blocks ("conv2_1") and its input and final batch norms.
+  return not path[0].startswith("fc")
+
+
+# Layers of the conv stages that no scheme splits over "model": a ResNet's input batch norm
+# normalises the image's channels, which every model device holds whole.
+_WHOLE_LAYERS = ("input_bn",)
 
 
 def layer_group(path) -> str:
@@ -145,7 +152,7 @@ def _is_classifier(path: tuple[str, ...], classifier: str) -> bool:
 def _spec(path: tuple[str, ...], ndim: int, plan: Plan, classifier: str) -> P:
   is_bias = ndim == 1
   if _is_conv(path):
-    if plan.layout.conv_shards == 1:
+    if plan.layout.conv_shards == 1 or path[0] in _WHOLE_LAYERS:
       return P()  # conv kernel[H, W, I, O] / bias[O]: whole on every device.
     return P(MODEL) if is_bias else P(None, None, None, MODEL)  # filters O split over "model".
   if plan.layout.fc_shards == 1:

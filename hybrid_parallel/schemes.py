@@ -43,7 +43,7 @@ class Scheme:
   eval_specs: dict
 
 
-def norm_axes(plan: partitioning.Plan, model: models.AlexNet, *, backend: str):
+def norm_axes(plan: partitioning.Plan, model: models.Network, *, backend: str):
   """`(path, leaf) -> axes`: the mesh axes over which the step sees a parameter in shards (for
   LARS's layer norms). The GSPMD step sees whole arrays, whatever their sharding."""
   seen = plan if backend != "gspmd" else partitioning.make_plan("single", 1, 1)
@@ -77,7 +77,7 @@ def check(plan: partitioning.Plan, options: common.StepOptions, *, batch_norm: b
       raise UserError(f"{field} applies to the synchronous schemes, not {plan.scheme!r}.")
 
 
-def build(model: models.AlexNet, plan: partitioning.Plan, mesh, *, tx, image_shape, seed: int,
+def build(model: models.Network, plan: partitioning.Plan, mesh, *, tx, image_shape, seed: int,
           options: common.StepOptions, sync: local_sgd.Sync | None = None,
           abstract: bool = False) -> Scheme:
   """The state and steps of `plan.scheme` (`abstract`: the state as shapes, to restore or compile).

@@ -50,7 +50,7 @@ def state_specs(abstract_state: TrainState, plan: partitioning.Plan, *, tx, clas
                     batch_stats=stats_specs)
 
 
-def initial_variables(model: models.AlexNet, image_shape, *, seed: int) -> dict:
+def initial_variables(model: models.Network, image_shape, *, seed: int) -> dict:
   """The whole single-device network's (`Layout()`) initial variables for `seed`: "params" and,
   with batch norm, "batch_stats", at least float32 (`layers.PARAM_DTYPE`; a float64 reference keeps
   the same values in float64).
@@ -80,7 +80,7 @@ def from_variables(variables: dict, tx, *, seed: int) -> TrainState:
                     batch_stats=variables["batch_stats"])
 
 
-def create_unsharded(model: models.AlexNet, tx, image_shape, *, seed: int) -> TrainState:
+def create_unsharded(model: models.Network, tx, image_shape, *, seed: int) -> TrainState:
   """The initial state of the whole single-device network for `seed`.
 
   Every scheme starts from these values, so every scheme starts from the same point.
@@ -88,7 +88,7 @@ def create_unsharded(model: models.AlexNet, tx, image_shape, *, seed: int) -> Tr
   return from_variables(initial_variables(model, image_shape, seed=seed), tx, seed=seed)
 
 
-def create(model: models.AlexNet, plan: partitioning.Plan, mesh, *, tx, image_shape, seed: int,
+def create(model: models.Network, plan: partitioning.Plan, mesh, *, tx, image_shape, seed: int,
            abstract: bool = False):
   """Initialises the full-size model with `seed` and places the state with the plan's shardings.
 
@@ -129,7 +129,7 @@ def local_device(mesh) -> jax.Device:
   return next(d for d in mesh.devices.flat if d.process_index == jax.process_index())
 
 
-def initialize(model: models.AlexNet, tx, image_shape, *, seed: int,
+def initialize(model: models.Network, tx, image_shape, *, seed: int,
                device: jax.Device | None = None) -> TrainState:
   """`create_unsharded` on `device` (default: the first), in numpy.
 
@@ -147,7 +147,7 @@ def initialize(model: models.AlexNet, tx, image_shape, *, seed: int,
 
 
 @functools.lru_cache(maxsize=16)
-def _initializer(model: models.AlexNet, image_hwc: tuple, seed: int, device: jax.Device):
+def _initializer(model: models.Network, image_hwc: tuple, seed: int, device: jax.Device):
   """The jitted `initial_variables` of one model, image shape and seed on `device` (it holds the
   compiled program, never the values it made)."""
   return compiler_options.jit_initializer(

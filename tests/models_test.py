@@ -14,6 +14,7 @@ from jax.sharding import PartitionSpec as P
 import experiment
 from hybrid_parallel import compiler_options, layers, models, partitioning
 from hybrid_parallel import mesh as mesh_lib
+from hybrid_parallel.analysis import costmodel
 from hybrid_parallel.errors import UserError
 from tests import numerics, testing
 
@@ -60,9 +61,32 @@ class ModelsTest(parameterized.TestCase):
       # + 2,752 BN + 58,631,144 FC (hand count).
       ("alexnet_bn", "alexnet_bn", 1000, None, 62_379_720),
       ("alexnet_bn_tiny", "alexnet_bn_tiny", 10, 64, 74_266),
+      # torchvision's resnet50 (its documented num_params).
+      ("resnet50", "resnet50", 1000, None, 25_557_032),
+      # MXNet's CIFAR ResNet-50 by hand: input BN shift 3, conv0 432; stage 1: 4,928 + 7 × 4,672;
+      # stage 2: 14,432 + 7 × 18,560; stage 3: 57,536 + 7 × 73,984; final BN 128; fc 650.
+      # (MXNet lists 758,624 arguments: the input BN's γ, fixed at 1, among them.)
+      ("resnet50_cifar", "resnet50_cifar", 10, None, 758_621),
+      ("resnet_tiny", "resnet_tiny", 10, 64, 130_962),
+      ("resnet_cifar_tiny", "resnet_cifar_tiny", 10, 64, 19_925),
   )
   def test_parameter_counts_are_pinned(self, name, classes, image_size, expected):
     self.assertEqual(models.count_params(abstract_params(name, classes, image_size)), expected)
+
+  @parameterized.named_parameters(
+      ("resnet50", "resnet50", 1000, 224, 4_089_184_256),  # torchvision's "GFLOPS 4.09".
+      ("resnet50_cifar", "resnet50_cifar", 10, 28, 85_638_528),
+      ("resnet_tiny", "resnet_tiny", 10, 64, 2_927_104),
+      ("resnet_cifar_tiny", "resnet_cifar_tiny", 10, 32, 3_301_696),
+  )
+  def test_resnet_arithmetic_counts_the_networks_parameters(self, name, classes, size, macs):
+    # The time model's layer list (costmodel.layers, from ResNetArchitecture.conv_layers) holds
+    # exactly the parameters the module creates, and the multiply-adds published or pinned.
+    arch = models.ARCHITECTURES[name]
+    listed = costmodel.layers(arch, size, classes)
+    self.assertEqual(sum(layer.params for layer in listed),
+                     models.count_params(abstract_params(name, classes, size)))
+    self.assertEqual(sum(layer.macs for layer in listed), macs)
 
   def test_two_column_layers_see_only_their_column(self):
     params = abstract_params("alexnet", 1000)

@@ -114,8 +114,11 @@ class Layer:
   input_values: int  # values of the layer's input (what a model-parallel layer may gather)
 
 
-def layers(arch: models.Architecture, image_size: int, num_classes: int) -> list[Layer]:
+def layers(arch: models.Architecture | models.ResNetArchitecture, image_size: int,
+           num_classes: int) -> list[Layer]:
   """Per-layer parameters, MACs and input sizes of the single-device network."""
+  if isinstance(arch, models.ResNetArchitecture):
+    return _resnet_layers(arch, image_size, num_classes)
   out, side, channels = [], image_size, 3
   for c in arch.convs:
     groups = arch.columns if c.within_column else 1
@@ -128,6 +131,30 @@ def layers(arch: models.Architecture, image_size: int, num_classes: int) -> list
   for name, features in zip(arch.fc_names(), arch.hidden + (num_classes,)):
     out.append(Layer(name, "fc", width * features + features, width * features, width))
     width = features
+  return out
+
+
+def _resnet_layers(arch: models.ResNetArchitecture, image_size: int,
+                   num_classes: int) -> list[Layer]:
+  """A residual network's convs (each with the scale and shift of the batch norm beside it) and
+  its classifier; the input batch norm of a pre-activation net is counted with the stem. Batch
+  norm, ReLU, pooling and the shortcut sums are not counted as MACs (as AlexNet's LRN and pools
+  are not)."""
+  out = []
+  for conv in arch.conv_layers(image_size):
+    weights = conv.kernel * conv.kernel * conv.in_channels * conv.features
+    # Post-activation: a batch norm after every conv; pre-activation: before each block's convs
+    # (over their inputs' channels), the input's (its shift only) and the last one.
+    norm = 2 * (conv.features if not arch.preactivation else
+                conv.in_channels if not conv.name.endswith("shortcut") else 0)
+    if arch.preactivation and conv.name == "conv1":
+      norm = conv.in_channels  # the input batch norm: a shift per image channel, no scale.
+    out.append(Layer(conv.name, "conv", weights + norm, conv.out_side ** 2 * weights,
+                     conv.in_side ** 2 * conv.in_channels))
+  if arch.preactivation:  # the batch norm after the last block.
+    out[-1] = dataclasses.replace(out[-1], params=out[-1].params + 2 * arch.widths[-1])
+  width = arch.widths[-1]
+  out.append(Layer("fc", "fc", width * num_classes + num_classes, width * num_classes, width))
   return out
 
 

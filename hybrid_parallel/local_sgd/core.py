@@ -73,7 +73,7 @@ class Sync:
   steps: Callable | None = None
 
 
-def create(model: models.AlexNet, plan: partitioning.Plan, mesh, *, tx, image_shape, seed: int,
+def create(model: models.Network, plan: partitioning.Plan, mesh, *, tx, image_shape, seed: int,
            sync: Sync, abstract: bool = False):
   """Every replica starts from the single-device initialisation (`abstract`: shape structs).
 
@@ -107,7 +107,7 @@ def create(model: models.AlexNet, plan: partitioning.Plan, mesh, *, tx, image_sh
   return compiler_options.jit_initializer(replicate, mesh, out_shardings=shardings)(whole), specs
 
 
-def make_step(model: models.AlexNet, plan: partitioning.Plan, mesh, *, tx, specs: ReplicaState,
+def make_step(model: models.Network, plan: partitioning.Plan, mesh, *, tx, specs: ReplicaState,
               sync: Sync, tune_xla_cpu: bool = True):
   """Returns `step(state, images, labels) -> (state, metrics)`: local SGD, then `sync.apply`.
 

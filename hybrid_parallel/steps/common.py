@@ -126,7 +126,7 @@ def summed_loss(logits_BC, labels_B, *, normaliser: int) -> tuple[jax.Array, jax
   return losses_B.sum() / normaliser, jnp.sum(jnp.argmax(logits_BC, -1) == labels_B)
 
 
-def loss_and_grads(model: models.AlexNet, params, batch: DeviceBatch, *, batch_stats, key,
+def loss_and_grads(model: models.Network, params, batch: DeviceBatch, *, batch_stats, key,
                    normaliser: int, labels_B=None) -> Gradients:
   """`summed_loss` of `batch` under `params`, with its gradient.
 

@@ -66,7 +66,7 @@ def sum_over_fc_batch(plan: partitioning.Plan, x):
   return collectives.allreduce_sum(x, plan.fc_batch_axes)
 
 
-def loss_and_grads(model: models.AlexNet, plan: partitioning.Plan) -> Callable[..., Gradients]:
+def loss_and_grads(model: models.Network, plan: partitioning.Plan) -> Callable[..., Gradients]:
   """`(params, batch_stats, batch, *, key, global_batch) -> Gradients`: the gradient of this
   device's examples' loss (summed, ÷ the global batch), with `params` as
   `vary_over_grad_axes` marks them."""
@@ -134,7 +134,7 @@ def two_region_step(gradients, update, *, mesh, specs: TrainState, batch_spec: P
   return compiler_options.jit(train_step, mesh, tuned=tuned, donate_argnums=0)
 
 
-def make_train_step(model: models.AlexNet, plan: partitioning.Plan, mesh, *, tx,
+def make_train_step(model: models.Network, plan: partitioning.Plan, mesh, *, tx,
                     specs: TrainState, options: StepOptions):
   """Returns `train_step(state, images, labels) -> (state, metrics)`, jitted, state donated.
 
@@ -173,7 +173,7 @@ def make_train_step(model: models.AlexNet, plan: partitioning.Plan, mesh, *, tx,
                          tuned=options.tune_xla_cpu)
 
 
-def make_eval_step(model: models.AlexNet, plan: partitioning.Plan, mesh, *, variable_specs,
+def make_eval_step(model: models.Network, plan: partitioning.Plan, mesh, *, variable_specs,
                    crops: int = 1, tune_xla_cpu: bool = True):
   """Returns `eval_step(variables, images, labels, weights) -> sums`, jitted.
 

@@ -23,7 +23,7 @@ from hybrid_parallel.steps import common
 from hybrid_parallel.train_state import TrainState
 
 
-def make_train_step(model: models.AlexNet, plan: partitioning.Plan, mesh, *, tx,
+def make_train_step(model: models.Network, plan: partitioning.Plan, mesh, *, tx,
                     specs: TrainState, options: common.StepOptions):
   """Returns `train_step(state, images, labels) -> (state, metrics)`, jitted with the plan's
   shardings, state donated; the metrics equal the explicit step's."""

@@ -1,6 +1,6 @@
 """Krizhevsky 2014's schemes (b) and (c) for the FC stage of `owt`, and the variable batch size.
 
-In scheme (a) (models.AlexNet's default) every model device gathers the conv features of all K
+In scheme (a) (the models' default) every model device gathers the conv features of all K
 workers of its data group and runs its FC slice on the whole K·b batch. In (b) and (c) the FC
 stage runs in K passes of b rows each:
 
@@ -162,7 +162,7 @@ class PassesOut:
   fc_finite: jax.Array | None = None  # and whether every pass's FC gradient was finite.
 
 
-def fc_passes(model: models.AlexNet, params, batch: DeviceBatch, *, batch_stats, key,
+def fc_passes(model: models.Network, params, batch: DeviceBatch, *, batch_stats, key,
               global_batch: int, routing: Routing, vary=lambda tree: tree,
               fc_update: FcUpdate | None = None) -> PassesOut:
   """The conv stage forward and backward around K FC passes (module docstring).
@@ -250,7 +250,7 @@ def apply_conv_gradients(state: TrainState, conv_grads, *, batch_stats, tx, fc_p
   return new_state
 
 
-def make_train_step(model: models.AlexNet, plan: partitioning.Plan, mesh, *, tx,
+def make_train_step(model: models.Network, plan: partitioning.Plan, mesh, *, tx,
                     specs: TrainState, options: StepOptions):
   """Returns owt's `train_step(state, images, labels) -> (state, metrics)` with the FC stage run
   as `options.owt_variant` ("b" or "c"): the explicit step's two regions (steps/explicit.py)
@@ -311,7 +311,7 @@ def make_train_step(model: models.AlexNet, plan: partitioning.Plan, mesh, *, tx,
                                   carried_specs=carried_specs, tuned=options.tune_xla_cpu)
 
 
-def make_reference_step(model: models.AlexNet, tx, *, rows: np.ndarray,
+def make_reference_step(model: models.Network, tx, *, rows: np.ndarray,
                         fc_updates_per_step: int = 1):
   """The variable-batch step on one device, independent of any mesh: `step(state, images,
   labels) -> (state, metrics)`, jitted.
