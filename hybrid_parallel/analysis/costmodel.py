@@ -112,6 +112,9 @@ class Layer:
   params: int
   macs: int  # forward multiply-adds
   input_values: int  # values of the layer's input (what a model-parallel layer may gather)
+  # Channels of the batch norms that go with it: each keeps running statistics (mean and
+  # variance) that the devices of its batch average every step (layers.BatchNorm).
+  norm_channels: int = 0
 
 
 def layers(arch: models.Architecture | models.ResNetArchitecture, image_size: int,
@@ -124,8 +127,10 @@ def layers(arch: models.Architecture | models.ResNetArchitecture, image_size: in
     groups = arch.columns if c.within_column else 1
     out_side = (side + 2 * c.padding - c.kernel) // c.stride + 1
     weights = c.kernel * c.kernel * (channels // groups) * c.features
-    out.append(Layer(c.name, "conv", weights + c.features, out_side ** 2 * weights,
-                     side * side * channels))
+    # A bias, or (AlexNet-BN) the batch norm's scale and shift in its place.
+    extra, norm = (2 * c.features, c.features) if arch.batch_norm else (c.features, 0)
+    out.append(Layer(c.name, "conv", weights + extra, out_side ** 2 * weights,
+                     side * side * channels, norm_channels=norm))
     side, channels = ((out_side - 3) // 2 + 1 if c.pool else out_side), c.features
   width = side * side * channels
   for name, features in zip(arch.fc_names(), arch.hidden + (num_classes,)):
@@ -145,14 +150,16 @@ def _resnet_layers(arch: models.ResNetArchitecture, image_size: int,
     weights = conv.kernel * conv.kernel * conv.in_channels * conv.features
     # Post-activation: a batch norm after every conv; pre-activation: before each block's convs
     # (over their inputs' channels), the input's (its shift only) and the last one.
-    norm = 2 * (conv.features if not arch.preactivation else
+    channels = (conv.features if not arch.preactivation else
                 conv.in_channels if not conv.name.endswith("shortcut") else 0)
+    norm = 2 * channels
     if arch.preactivation and conv.name == "conv1":
       norm = conv.in_channels  # the input batch norm: a shift per image channel, no scale.
     out.append(Layer(conv.name, "conv", weights + norm, conv.out_side ** 2 * weights,
-                     conv.in_side ** 2 * conv.in_channels))
+                     conv.in_side ** 2 * conv.in_channels, norm_channels=channels))
   if arch.preactivation:  # the batch norm after the last block.
-    out[-1] = dataclasses.replace(out[-1], params=out[-1].params + 2 * arch.widths[-1])
+    out[-1] = dataclasses.replace(out[-1], params=out[-1].params + 2 * arch.widths[-1],
+                                  norm_channels=out[-1].norm_channels + arch.widths[-1])
   width = arch.widths[-1]
   out.append(Layer("fc", "fc", width * num_classes + num_classes, width * num_classes, width))
   return out
@@ -167,10 +174,11 @@ class Traffic:
   """Bytes one device sends per step, by purpose."""
   gradients: float = 0.0  # gradient all-reduce over the batch axes
   activations: float = 0.0  # model-parallel activation exchange (forward + backward)
+  statistics: float = 0.0  # batch norm's running statistics averaged over the batch axes
 
   @property
   def total(self) -> float:
-    return self.gradients + self.activations
+    return self.gradients + self.activations + self.statistics
 
 
 def _axes_size(plan: partitioning.Plan, axes) -> int:
@@ -189,6 +197,12 @@ def _transfers(arch, plan, global_batch, image_size, num_classes, bytes_per_valu
     axes = plan.conv_batch_axes if layer.kind == "conv" else plan.fc_batch_axes
     transfers.append(("gradients", "allreduce", layer.params / shards * bytes_per_value,
                       _axes_size(plan, axes)))
+  transfers += [("statistics", "allreduce", 2 * layer.norm_channels / lay.conv_shards * 4,
+                 _axes_size(plan, plan.conv_batch_axes))
+                for layer in per_layer if layer.norm_channels]
+  if isinstance(arch, models.ResNetArchitecture):
+    return transfers + _resnet_activations(arch, per_layer, plan, conv_batch, fc_batch,
+                                           num_classes, bytes_per_value)
   convs = {c.name: c for c in arch.convs}
   m = plan.model
   for i, layer in enumerate(per_layer):
@@ -208,6 +222,32 @@ def _transfers(arch, plan, global_batch, image_size, num_classes, bytes_per_valu
                         m))
     transfers.append(("activations", "allreduce", fc_batch * num_classes * bytes_per_value, m))
   return transfers
+
+
+def _resnet_activations(arch, per_layer, plan, conv_batch, fc_batch, num_classes,
+                        bytes_per_value):
+  """A residual network's activation collectives (models.ResNet): with filters over "model",
+  every conv's input is gathered but the stem's (the image is whole everywhere) and a shortcut's
+  (it shares its block's first gather); the pooled channels stay split, each device's rows of the
+  classifier give partial logits, summed over "model". Under owt the pooled features of the data
+  group's batch are gathered before the classifier instead. A pre-activation net's input batch
+  norm has a shift, whose gradient needs the image's: each model device's part of it (through its
+  filters of the stem) is summed over "model", the whole image-sized tensor."""
+  m, lay = plan.model, plan.layout
+  out = []
+  if lay.conv_shards > 1:
+    out += [("activations", "gather", conv_batch * layer.input_values * bytes_per_value, m)
+            for layer in per_layer[1:] if layer.kind == "conv"
+            and not layer.name.endswith("shortcut")]
+    if arch.preactivation:
+      out.append(("activations", "allreduce",
+                  conv_batch * per_layer[0].input_values * bytes_per_value, m))
+  if lay.conv_batch_over_model:
+    out.append(("activations", "gather", fc_batch * per_layer[-1].input_values * bytes_per_value,
+                m))
+  if lay.fc_shards > 1:
+    out.append(("activations", "allreduce", fc_batch * num_classes * bytes_per_value, m))
+  return out
 
 
 def traffic(arch, plan, *, global_batch: int, image_size: int, num_classes: int,
@@ -247,7 +287,7 @@ class Transfer:
   """One collective of a step, as the time model charges it.
 
   Attributes:
-    purpose: "gradients" or "activations".
+    purpose: "gradients", "activations" or "statistics" (batch norm's running averages).
     kind: "allreduce", or "gather" (a forward all-gather and the backward reduce-scatter of its
       gradient, together), or "sent" (a collective read from a compiled program: `bytes` is what
       each device sends, the algorithm's choice made already).
@@ -273,6 +313,7 @@ def analytic_transfers(arch, plan, *, global_batch: int, image_size: int, num_cl
   activation_bytes = activation_bytes or bytes_per_value
   crossing = {"gradients": any(axis in crossing_axes for axis in plan.conv_batch_axes),
               "activations": "model" in crossing_axes}
+  crossing["statistics"] = crossing["gradients"]
   return [Transfer(purpose, kind, n * (activation_bytes / bytes_per_value
                                        if purpose == "activations" else 1), p,
                    crosses_nodes=crossing[purpose])
@@ -443,7 +484,9 @@ def _owt_passes(arch, plan, machine: Machine, *, compute: float, transfers: list
                  for layer in per_layer if layer.kind == "fc")
   fc_compute = fc_flops / (machine.device.peak_flops[dtype] * machine.efficiency)
   width = 2 if dtype == "bfloat16" else 4
-  features = global_batch / plan.data * per_layer[-3].input_values * width  # fc6's gathered rows
+  # The first FC layer's gathered rows (AlexNet's fc6; a residual network's classifier).
+  first_fc = next(layer for layer in per_layer if layer.kind == "fc")
+  features = global_batch / plan.data * first_fc.input_values * width
   gradients = [t for t in transfers if t.purpose == "gradients"]
   fc_gradients = [t for t in gradients if t.devices == plan.data]
   conv_gradients = [t for t in gradients if t not in fc_gradients]
@@ -452,7 +495,8 @@ def _owt_passes(arch, plan, machine: Machine, *, compute: float, transfers: list
   x = y = pass_copy_time(features / k, k, machine, variant=variant)
   f = (fc_compute + inner) / k
   fc_stage = x + f + (k - 1) * max(f, x + y) + y
-  sums = (sum(transfer_time(t, machine, algorithm=algorithm) for t in conv_gradients) +
+  sums = (sum(transfer_time(t, machine, algorithm=algorithm) for t in conv_gradients
+              + [t for t in transfers if t.purpose == "statistics"]) +
           fc_updates_per_step * sum(transfer_time(t, machine, algorithm=algorithm)
                                     for t in fc_gradients))
   conv_compute = compute - fc_compute
