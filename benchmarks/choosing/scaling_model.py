@@ -70,11 +70,8 @@ ABLATION = {
 def calibrated(machine: hardware.Machine, arch, *, batch: int, seconds_per_step: float,
                what: str) -> hardware.Machine:
   """`machine` with its efficiency from its one-GPU step (its one calibrated constant)."""
-  single = partitioning.make_plan("single", 1, 1)
-  flops = costmodel.flops_by_kind(arch, single, global_batch=batch, **PAPER)
-  return machine.calibrated(flops_per_step=sum(flops.values()), conv_flops_per_step=flops["conv"],
-                            batch=batch, seconds_per_step=seconds_per_step, dtype="float32",
-                            source=what)
+  return papers_2017.calibrated(machine, arch, batch=batch, seconds_per_step=seconds_per_step,
+                                sizes=PAPER, what=what)
 
 
 def ranked_as_paper(papers: list[float], predictions: list[float]) -> bool:

@@ -384,7 +384,7 @@ def step_time(arch, plan, machine: Machine, *, global_batch: int, image_size: in
                                    num_classes=num_classes,
                                    activation_bytes=2 if dtype == "bfloat16" else 4)
   if prices_owt_passes(plan, owt_variant):
-    if any(t.purpose not in ("gradients", "activations") for t in transfers):
+    if any(t.purpose not in ("gradients", "activations", "statistics") for t in transfers):
       # The pass model splits the transfers by purpose; a program's collectives have none, and
       # would be dropped from the step (they were, once: owt (c) across two nodes at 2.12 ms).
       raise ValueError("owt's (b)/(c) pass model prices transfers by purpose: give it "
