@@ -300,10 +300,10 @@ def define_seeds_flag(default=range(3)):
   return holder
 
 
-def seed_statistics(top1: list) -> dict:
+def seed_statistics(top1: list, *, test_images: int = DIGITS_TEST_IMAGES) -> dict:
   """The statistics of a test top-1 measured once per seed (`None` = the run diverged): the mean
-  and standard deviation over the seeds that finished, how many diverged, and the test set's
-  sampling error at the mean."""
+  and standard deviation over the seeds that finished, how many diverged, and the sampling error
+  at the mean of a test set of `test_images` (digits' by default)."""
   finished = [v for v in top1 if v is not None]
   mean = statistics.mean(finished) if finished else None
   return dict(
@@ -311,16 +311,18 @@ def seed_statistics(top1: list) -> dict:
       eval_top1_sd=round(statistics.stdev(finished), 6) if len(finished) > 1 else None,
       seeds_diverged=len(top1) - len(finished),
       sampling_error=None if mean is None else round(
-          math.sqrt(mean * (1 - mean) / DIGITS_TEST_IMAGES), 6))
+          math.sqrt(mean * (1 - mean) / test_images), 6))
 
 
 def add_seed(setting: dict, seed: int, result: dict) -> None:
   """Appends `result` (one run of `setting` on `seed`: key → value, `eval_top1` among them) to
-  `setting`'s per-seed lists (`seeds`, and one list per key) and recomputes its statistics."""
+  `setting`'s per-seed lists (`seeds`, and one list per key) and recomputes its statistics (on
+  the test set of the setting's `test_images`, digits' where it names none)."""
   setting.setdefault("seeds", []).append(seed)
   for key, value in result.items():
     setting.setdefault(key, []).append(value)
-  setting.update(seed_statistics(setting["eval_top1"]))
+  setting.update(seed_statistics(setting["eval_top1"],
+                                 test_images=setting.get("test_images", DIGITS_TEST_IMAGES)))
 
 
 def over_seeds(setting: dict) -> str:

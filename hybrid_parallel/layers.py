@@ -355,10 +355,14 @@ class BatchNorm(nn.Module):
     # Statistics in float32 (in float64 for a float64 reference).
     x_BHWC, compute_dtype = x_BHWC.astype(at_least_float32(x_BHWC.dtype)), x_BHWC.dtype
     if train:
-      moments = (jnp.mean(x_BHWC, (0, 1, 2)), jnp.mean(jnp.square(x_BHWC), (0, 1, 2)))
-      if self.sync and self.batch_axes:
-        moments = jax.lax.pmean(moments, self.batch_axes)
-      mean, var = moments[0], jnp.maximum(moments[1] - jnp.square(moments[0]), 0.0)
+      # Two passes, the mean and then the mean square of the deviations from it, as PyTorch
+      # computes them: E[x²] − E[x]² loses float32's digits where a channel's mean is large
+      # against its spread (the ResNet's 1×1 convs of ReLU outputs: tests/models_test.py's
+      # torchvision parity). Synchronised, each pass is averaged over the batch axes.
+      average = (lambda v: jax.lax.pmean(v, self.batch_axes)) if (
+          self.sync and self.batch_axes) else (lambda v: v)
+      mean = average(jnp.mean(x_BHWC, (0, 1, 2)))
+      var = average(jnp.mean(jnp.square(x_BHWC - mean), (0, 1, 2)))
       if not self.is_initializing():
         worker_mean = (mean, var)
         if self.batch_axes and not self.sync:

@@ -117,6 +117,18 @@ class RunTest(absltest.TestCase):
     self.assertEqual(json.loads(result.stdout)["devices"],
                      "8 simulated CPU device(s) per process: JAX runs on the CPU here.")
 
+  def test_resnet50_is_a_model_the_dry_run_resolves(self):
+    for scheme in ("single.py", "hybrid4.py"):
+      result = run_main(f"--config=configs/{scheme}", "--config.model=resnet50",
+                        "--config.image_size=224", "--dry_run")
+      self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+      self.assertEqual(json.loads(result.stdout)["model"]["name"], "resnet50")
+    result = run_main("--config=configs/averaging4.py", "--config.model=resnet50", "--dry_run")
+    self.assertEqual(result.returncode, 1)
+    self.assertIn("error: parallelism 'averaging' keeps no batch-norm statistics; train a model "
+                  "with batch norm with a synchronous scheme (single, data, model, hybrid, owt).",
+                  result.stderr)
+
   # With an accelerator, JAX_PLATFORMS unset puts main.py's default backend on it (one GPU
   # cannot hold the 2×2 mesh: main.py refuses it without --cpu_devices, mesh_test's).
   @unittest.skipUnless(accelerators.only_the_cpu_can_run(),

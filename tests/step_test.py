@@ -73,6 +73,19 @@ class EquivalenceTest(parameterized.TestCase):
       ("hybrid_2x2_sync_batch_norm", "alexnet_bn_tiny", "hybrid", 2, 2,
        dict(sync_batch_norm=True)),
       ("owt_2x4_sync_batch_norm", "alexnet_bn_tiny", "owt", 2, 4, dict(sync_batch_norm=True)),
+      # The ResNets: every conv's filters split over "model", identity and projection
+      # shortcuts added on the device's own channels, the classifier on its rows of the pooled
+      # channels (owt: gathered, then sliced); pre-activation with its unsplit input batch norm.
+      ("resnet_model_1x2", "resnet_tiny", "model", 1, 2),
+      ("resnet_data_4x1_sync_batch_norm", "resnet_tiny", "data", 4, 1,
+       dict(sync_batch_norm=True)),
+      ("resnet_hybrid_2x2_sync_batch_norm", "resnet_tiny", "hybrid", 2, 2,
+       dict(sync_batch_norm=True)),
+      ("resnet_owt_2x4_sync_batch_norm", "resnet_tiny", "owt", 2, 4,
+       dict(sync_batch_norm=True)),
+      ("resnet_cifar_model_1x4", "resnet_cifar_tiny", "model", 1, 4),
+      ("resnet_cifar_hybrid_2x2_sync_batch_norm", "resnet_cifar_tiny", "hybrid", 2, 2,
+       dict(sync_batch_norm=True)),
   )
   def test_three_steps_with_dropout_equal_single_device(self, model_name, scheme, data, model,
                                                         overrides=None):

