@@ -58,6 +58,33 @@ class RankTest(absltest.TestCase):
     self.assertIn(rows[0]["scheme"], choose_scheme.why(rows))
 
 
+class ResidualNetworkTest(absltest.TestCase):
+
+  def test_a_resnet_is_ranked_by_its_own_traffic(self):
+    rows, refused = choose_scheme.rank(described(model="resnet_tiny", nodes=1), compiled=False)
+    names = [r["scheme"] for r in rows] + [r["scheme"] for r in refused]
+    self.assertCountEqual(names, [c[0] for c in choose_scheme.candidates(8, 8)])
+    arch = models.ARCHITECTURES["resnet_tiny"]
+    for scheme, data, model in (("data 8×1", 8, 1), ("hybrid 4×2", 4, 2)):
+      row = next(r for r in rows if r["scheme"] == scheme)
+      kind = scheme.split()[0]
+      traffic = costmodel.traffic(arch, partitioning.make_plan(kind, data, model),
+                                  global_batch=64, image_size=64, num_classes=1000)
+      self.assertAlmostEqual(row["mb_per_gpu"], traffic.total / 1e6, delta=0.05, msg=scheme)
+      self.assertGreater(traffic.statistics, 0)  # batch norm's running averages move too.
+
+  def test_the_command_takes_resnet50_and_says_what_calibrates_it(self):
+    result = subprocess.run([sys.executable, "-m", "benchmarks.choosing.choose_scheme",
+                             "--analytic", "--model=resnet50", "--global_batch=256"], cwd=ROOT,
+                            capture_output=True, text=True, timeout=300)
+    self.assertEqual(result.returncode, 0, result.stderr[-2000:])
+    self.assertIn("| data 8×1 | 8×1 |", result.stdout)
+    measured = choose_scheme.measured_model("resnet50")
+    if measured != "resnet50":  # docs/gpu.json has no resnet50 step yet.
+      self.assertIn(f"No one-GPU resnet50 step was measured: its FLOPs run at the share of the "
+                    f"peak the H200's {measured} steps reached.", result.stdout)
+
+
 def row(scheme: str, images_per_sec: int) -> dict:
   return {"scheme": scheme, "images_per_sec": images_per_sec,
           "step_ms": round(1024e3 / images_per_sec, 2),

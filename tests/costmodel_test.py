@@ -1,5 +1,6 @@
 """The cost model: AlexNet arithmetic, α-β formulas, traffic equal to the compiled step's."""
 
+import dataclasses
 import math
 
 from absl.testing import absltest, parameterized
@@ -8,7 +9,7 @@ import experiment
 
 from hybrid_parallel import models, partitioning
 from hybrid_parallel.analysis import costmodel, hardware, hlo_stats
-from tests import step_test, testing, variable_batch_test
+from tests import models_test, step_test, testing, variable_batch_test
 
 OWT = models.ARCHITECTURES["alexnet_owt"]
 LINK = hardware.Link("test", alpha=1e-5, beta=1e-9, gamma=1e-10)
@@ -25,6 +26,14 @@ class ArithmeticTest(parameterized.TestCase):
     self.assertAlmostEqual(conv / macs, 0.918, places=3)  # convs 91.8% of the compute
     self.assertAlmostEqual(costmodel.training_flops_per_image(OWT, 224, 1000) / 1e9, 4.29,
                            places=2)
+
+  def test_alexnet_bn_counts_its_norms_where_the_biases_were(self):
+    # Batch norm's scale and shift replace each conv's bias: the module's own count.
+    layers = costmodel.layers(models.ARCHITECTURES["alexnet_bn"], 224, 1000)
+    self.assertEqual(sum(layer.params for layer in layers),
+                     models.count_params(models_test.abstract_params("alexnet_bn", 1000)))
+    self.assertEqual([layer.norm_channels for layer in layers if layer.kind == "conv"],
+                     [c.features for c in models.ARCHITECTURES["alexnet_bn"].convs])
 
   def test_two_column_alexnet(self):
     layers = costmodel.layers(models.ARCHITECTURES["alexnet"], 224, 1000)
@@ -327,6 +336,117 @@ class PaperMachinesTest(absltest.TestCase):
       self.assertEqual(hardware.gpu_node(name).conv_rate(64), 1.0)
 
 
+class FrameworksOf2017Test(absltest.TestCase):
+  """MXNet's kvstore 'device', Goyal et al.'s three-phase sum, and backprop-order overlap."""
+  P2 = hardware.p2_8xlarge()
+
+  def test_kvstore_device_loads_the_links_as_its_copies_do(self):
+    # Every key's sum on one GPU, keys spread evenly; every other GPU copies its gradient there
+    # and the sum back. Count, by brute force, the bytes each link carries per direction for p
+    # GPUs whose first four share one x16 link (and pairs one board switch).
+    bandwidth_only = hardware.Link("1 B/s", alpha=0.0, beta=1.0)
+    m = dataclasses.replace(self.P2, node_link=bandwidth_only)
+    for p in (2, 4, 8):
+      n = float(p)  # one key of n/p bytes rooted on each GPU: n bytes in all.
+      up = {}  # (group size, group index) → bytes leaving the group; GPU links as groups of 1.
+      for root in range(p):
+        for gpu in range(p):
+          if gpu == root:
+            continue
+          for k in (1,) + m.switch_groups:
+            if k < p and gpu // k != root // k:  # in to the root, then the sum back out.
+              up[k, gpu // k] = up.get((k, gpu // k), 0) + n / p
+              up[k, root // k] = up.get((k, root // k), 0) + n / p
+      self.assertAlmostEqual(costmodel.kvstore_device_time(n, p, m), max(up.values()), msg=p)
+    # Eight GPUs: the link between the two groups of four carries 4n against a GPU's 1.75n.
+    self.assertAlmostEqual(costmodel.kvstore_device_time(1.0, 8, m), 4.0)
+    # Two GPUs of one board move a key at MXNet's measured rate: 258 MB in 23.2 ms.
+    pcie = dataclasses.replace(self.P2.node_link, alpha=0.0, gamma=0.0)
+    self.assertAlmostEqual(costmodel.kvstore_device_time(
+        258e6, 2, dataclasses.replace(self.P2, node_link=pcie)), 23.2e-3)
+
+  def test_a_derived_latency_gives_the_published_speedup(self):
+    link = hardware.ETHERNET_50G
+    buffers = [4e5 * (i + 1) for i in range(50)]
+    alpha = costmodel.latency_from_speedup(3.0, p=32, buffer_bytes=buffers, link=link)
+    timed = lambda algorithm: sum(costmodel.allreduce_time(
+        algorithm, n, 32, link=dataclasses.replace(link, alpha=alpha)) for n in buffers)
+    self.assertAlmostEqual(timed("ring") / timed("butterfly"), 3.0)
+    with self.assertRaisesRegex(ValueError, "latency alone"):
+      costmodel.latency_from_speedup(11.0, p=32, buffer_bytes=buffers, link=link)
+
+  def test_exchanges_start_as_backprop_produces_them(self):
+    # Forward order; backprop runs the last layer first: its 3 s exchange starts at 1 s, the
+    # others wait for it: the queue ends at 5 s, backprop at 3 s.
+    self.assertAlmostEqual(costmodel.backprop_exposed([1, 1, 1], [0.5, 0.5, 3]), 2.0)
+    # Short exchanges hide behind the layers still to compute; the first layer's cannot.
+    self.assertAlmostEqual(costmodel.backprop_exposed([1, 1, 1], [0.25, 0.5, 0.5]), 0.25)
+    self.assertAlmostEqual(costmodel.backprop_exposed([1, 1, 1], [0, 0, 0]), 0.0)
+
+  def test_the_backprop_schedule_hides_what_exchanging_after_backprop_pays(self):
+    arch, sizes = models.ARCHITECTURES["alexnet"], dict(image_size=224, num_classes=1000)
+    plan = partitioning.make_plan("data", 8, 1)
+    m = self.P2.calibrated(flops_per_step=1e12, seconds_per_step=1.0, dtype="float32",
+                           source="test")
+    after, during = (costmodel.step_time(arch, plan, m, global_batch=2048, **sizes,
+                                         algorithm="kvstore_device", schedule=schedule)
+                     for schedule in ("program", "backprop"))
+    self.assertAlmostEqual(after["compute_s"], during["compute_s"])
+    self.assertLess(during["communication_s"], after["communication_s"])
+    # Backprop is two thirds of the compute; exchanging after it pays every layer's exchange.
+    backward = costmodel.backward_time_by_layer(arch, plan, m, global_batch=2048, **sizes)
+    self.assertAlmostEqual(sum(backward), 2 / 3 * after["compute_s"])
+    exchanges = [costmodel.transfer_time(t, m, algorithm="kvstore_device")
+                 for t in costmodel.analytic_transfers(arch, plan, global_batch=2048, **sizes)]
+    self.assertAlmostEqual(after["communication_s"], sum(exchanges))
+    self.assertAlmostEqual(during["communication_s"],
+                           costmodel.backprop_exposed(backward, exchanges))
+    with self.assertRaisesRegex(ValueError, "one gradient sum per layer"):
+      costmodel.step_time(arch, plan, m, global_batch=2048, **sizes, schedule="backprop",
+                          transfers=[costmodel.Transfer("program", "sent", 1e8, 8)])
+
+  def test_servers_sum_within_then_across_then_back(self):
+    m = hardware.big_basin(32, network_alpha=1e-5)
+    n = 1e8
+    across = costmodel.Transfer("gradients", "allreduce", n, 256, crosses_nodes=True)
+    self.assertAlmostEqual(
+        costmodel.transfer_time(across, m, algorithm="butterfly"),
+        costmodel.allreduce_time("ring", n, 8, link=hardware.NVLINK1) +
+        costmodel.allreduce_time("butterfly", n, 32, link=m.network))
+    # One card per GPU instead: the 256 GPUs' sum on the network alone.
+    per_gpu = dataclasses.replace(m, network_per_node=False)
+    self.assertAlmostEqual(costmodel.transfer_time(across, per_gpu, algorithm="butterfly"),
+                           costmodel.allreduce_time("butterfly", n, 256, link=m.network))
+
+
+class Sources2017Test(absltest.TestCase):
+  """The 2016–2017 machines hold what their sources publish."""
+
+  def test_a_k80_gpu_is_half_a_board(self):
+    # NVIDIA's datasheet: 8.73 TFLOP/s a board with boost, two GK210s of 12 GB each.
+    self.assertAlmostEqual(hardware.K80_GK210.peak_flops["float32"], 4.365e12)
+    self.assertEqual(hardware.K80_GK210.memory_bytes, 12e9)
+    self.assertIn("8.73 TFLOP/s", hardware.K80_GK210.source)
+    self.assertEqual(hardware.P100_SXM2.peak_flops["float32"], 10.6e12)
+
+  def test_p2_8xlarge_is_four_boards_behind_two_links(self):
+    m = hardware.p2_8xlarge()
+    self.assertEqual((m.devices, m.device, m.switch_groups), (8, hardware.K80_GK210, (2, 4)))
+    # MXNet's kvstore between two GPUs: 258 MB in 23.2 ms (tools/bandwidth README).
+    self.assertAlmostEqual(1 / m.node_link.beta / 1e9, 11.12, places=2)
+    for quoted in ("GPU Peer to Peer", "it saturates the single 16x link between GPU 0,1,2,3 and "
+                   "GPU 4,5,6,7", "inferred"):
+      self.assertIn(quoted, m.layout_source)
+
+  def test_big_basin_is_goyal_et_al_section_4(self):
+    m = hardware.big_basin(32, network_alpha=0.0)
+    self.assertEqual((m.devices_per_node, m.nodes, m.device), (8, 32, hardware.P100_SXM2))
+    self.assertTrue(m.network_per_node)
+    self.assertAlmostEqual(1 / m.network.beta, 6.25e9)  # 50 Gbit/s.
+    self.assertAlmostEqual(1 / m.node_link.beta, 20e9)  # one NVLink 1.0, per direction.
+    self.assertIsNone(hardware.big_basin(1, network_alpha=0.0).network)
+
+
 class CompiledTrafficTest(parameterized.TestCase):
 
   # The runs of step_test (scheme a) and variable_batch_test (b, c), with their configs and
@@ -336,7 +456,15 @@ class CompiledTrafficTest(parameterized.TestCase):
                                   ("owt", "owt", 2, 4, "alexnet_owt_tiny", "a"),
                                   # Krizhevsky's FC passes: the same bytes as (a), in K pieces.
                                   ("owt_b", "owt", 1, 8, "alexnet_owt_tiny", "b"),
-                                  ("owt_c", "owt", 2, 4, "alexnet_owt_tiny", "c"))
+                                  ("owt_c", "owt", 2, 4, "alexnet_owt_tiny", "c"),
+                                  # A residual network: every conv's input gathered but the
+                                  # stem's and a shortcut's; partial logits summed.
+                                  ("resnet_data", "data", 4, 1, "resnet_tiny", "a"),
+                                  ("resnet_hybrid", "hybrid", 2, 2, "resnet_tiny", "a"),
+                                  ("resnet_cifar_model", "model", 1, 2, "resnet_cifar_tiny", "a"),
+                                  ("resnet_owt", "owt", 2, 4, "resnet_cifar_tiny", "a"),
+                                  # Batch norm's running statistics, averaged over "data".
+                                  ("bn_hybrid", "hybrid", 2, 2, "alexnet_bn_tiny", "a"))
   def test_the_compiled_step_moves_the_analytic_minimum(self, scheme, data, model, name,
                                                         variant):
     source = step_test if variant == "a" else variable_batch_test
@@ -348,12 +476,21 @@ class CompiledTrafficTest(parameterized.TestCase):
     hlo = step.lowered.compile().as_text()
     stats = hlo_stats.collective_stats(hlo, data * model)
     measured = sum(s.bytes_per_device for s in stats.values())
-    expected = costmodel.traffic(models.ARCHITECTURES[name], step.run.plan, global_batch=batch,
+    arch = models.ARCHITECTURES[name]
+    expected = costmodel.traffic(arch, step.run.plan, global_batch=batch,
                                  image_size=testing.IMAGE_SIZE, num_classes=10).total
     # Beyond the minimum the step only moves its scalar metrics and finiteness verdict and, in
     # owt, the int32 labels and example ids gathered along with the features (under 8 bytes per
-    # example).
-    self.assertBetween(measured - expected, 0, 8 * batch + 64)
+    # example). Below it by one thing: in a post-activation block with a projection, the two batch
+    # norms' shifts have one gradient (the block output's, summed), which XLA sends once.
+    once = 0.0
+    if isinstance(arch, models.ResNetArchitecture) and not arch.preactivation:
+      plan = step.run.plan
+      p = math.prod({"data": plan.data, "model": plan.model}[a] for a in plan.conv_batch_axes)
+      once = 2 * (p - 1) / p * 4 * sum(
+          conv.features for conv in arch.conv_layers(testing.IMAGE_SIZE)
+          if conv.name.endswith("shortcut")) / plan.layout.conv_shards
+    self.assertBetween(measured - expected, -once, 8 * batch + 64)
 
   @parameterized.named_parameters(("butterfly", "averaging", "butterfly"),
                                   ("asgd", "asgd", None))

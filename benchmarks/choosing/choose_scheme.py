@@ -118,8 +118,8 @@ def rank(machine: Described, *, compiled: bool) -> tuple[list[dict], list[dict]]
     plan = spec.plan
     node = gpu_topologies.calibrated_node(
         machine.gpu, f"1x{machine.nodes}x{machine.gpus_per_node}",
-        model="alexnet_owt" if machine.model.startswith("alexnet_owt") else "alexnet",
-        dtype=machine.dtype, measured=gpu_topologies.one_gpu_rows())
+        model=measured_model(machine.model), dtype=machine.dtype,
+        measured=gpu_topologies.one_gpu_rows())
     node = dataclasses.replace(node, network=dataclasses.replace(
         node.network or node.node_link, beta=1 / machine.network_bytes_per_s))
     row = {"scheme": name, "mesh": f"{data}×{model}", "hbm_gib": None, "hbm_fits": None}
@@ -155,6 +155,15 @@ def rank(machine: Described, *, compiled: bool) -> tuple[list[dict], list[dict]]
     rows.append(row)
   rows.sort(key=lambda r: (r["hbm_fits"] is False, -r["images_per_sec"]))  # unrounded order.
   return rows, refused
+
+
+def measured_model(model: str) -> str:
+  """The network whose one-GPU step on an H200 calibrates `model`'s compute: its own where
+  docs/gpu.json has it, the one-column net for its sizes, else the two-column alexnet (whose FLOPs'
+  share of the peak then stands in: `calibrated_node`)."""
+  if model.startswith("alexnet_owt"):
+    return "alexnet_owt"
+  return model if any(r["model"] == model for r in gpu_topologies.one_gpu_rows()) else "alexnet"
 
 
 def why(rows: list[dict]) -> str:
@@ -210,7 +219,10 @@ def main(argv):
         f"{_NETWORK.value:g} GB/s per GPU between nodes; {machine.model}, {machine.dtype}, "
         f"global batch {machine.global_batch}; "
         + ("compiled for the machine's GPUs." if compiled else
-           "analytic bytes (no CUDA plugin, or --analytic): every transfer exposed, HBM unknown."))
+           "analytic bytes (no CUDA plugin, or --analytic): every transfer exposed, HBM unknown.")
+        + ("" if machine.model.startswith(measured_model(machine.model)) else
+           f" No one-GPU {machine.model} step was measured: its FLOPs run at the share of the "
+           f"peak the H200's {measured_model(machine.model)} steps reached."))
   print(table(rows))
   print(why(rows))
   for r in refused:

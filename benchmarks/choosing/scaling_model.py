@@ -16,7 +16,10 @@ into docs/, where docs/communication.md renders its tables):
   constants               every constant of those machines, with its source; the one
                           calibrated per machine — its efficiency, from its one-GPU time — named;
   speedup_vs_devices      data parallelism at 128 images per device, 1…128 devices, each
-                          all-reduce algorithm, on FireCaffe's InfiniBand FDR at the TITAN's rate.
+                          all-reduce algorithm, on FireCaffe's InfiniBand FDR at the TITAN's rate;
+  bbva2017, mxnet_p2, mxnet_kvstore, goyal2017
+                          BBVA's post (MXNet on an AWS p2.8xlarge), MXNet's own p2 timings and
+                          Goyal et al.'s hour (papers_2017.py), each row with its verdict.
 Each row: paper, predicted, ratio (predicted ÷ paper), the step the paper's figure implies and
 what of it the model does not explain, and the prediction with each of the machine's inputs added
 in turn (`ABLATION`: the links alone; the paper's machine — for Krizhevsky's, its two halves; the
@@ -30,7 +33,7 @@ import dataclasses
 from absl import app, flags
 
 import benchmarks
-from benchmarks.choosing import tables
+from benchmarks.choosing import papers_2017, tables
 from hybrid_parallel import models, partitioning, platforms
 from hybrid_parallel.analysis import costmodel, hardware
 
@@ -67,11 +70,8 @@ ABLATION = {
 def calibrated(machine: hardware.Machine, arch, *, batch: int, seconds_per_step: float,
                what: str) -> hardware.Machine:
   """`machine` with its efficiency from its one-GPU step (its one calibrated constant)."""
-  single = partitioning.make_plan("single", 1, 1)
-  flops = costmodel.flops_by_kind(arch, single, global_batch=batch, **PAPER)
-  return machine.calibrated(flops_per_step=sum(flops.values()), conv_flops_per_step=flops["conv"],
-                            batch=batch, seconds_per_step=seconds_per_step, dtype="float32",
-                            source=what)
+  return papers_2017.calibrated(machine, arch, batch=batch, seconds_per_step=seconds_per_step,
+                                sizes=PAPER, what=what)
 
 
 def ranked_as_paper(papers: list[float], predictions: list[float]) -> bool:
@@ -178,30 +178,44 @@ def speedup_vs_devices(titan: hardware.Machine) -> dict:
 
 
 def constants(*machines: hardware.Machine) -> list[dict]:
-  """Every constant of the machines, with its source."""
+  """Every constant of the machines, with its source; a constant two machines share (one
+  machine calibrated twice) once."""
   rows = []
   for m in machines:
-    rows.append({"machine": m.name, "constant": f"{m.device.name} peak (float32)",
-                 "value": m.device.peak_flops["float32"], "source": m.device.source})
-    for link in (m.node_link, m.network, m.host_memory):
-      if link:
-        rows.append({"machine": m.name, "constant": link.name,
-                     "value": {"alpha_s": link.alpha, "beta_s_per_byte": link.beta,
-                               "gamma_s_per_byte": link.gamma}, "source": link.source})
-    rows.append({"machine": m.name, "constant": "how the implementation moved data",
-                 "value": {"host_staged": m.host_staged, "sends_parameters": m.sends_parameters,
-                           "devices_per_uplink": m.devices_per_uplink,
-                           "devices_per_socket": m.devices_per_socket,
-                           "cross_socket_staged": m.cross_socket_staged},
-                 "source": m.layout_source or "analysis/hardware.py: the paper's text and its "
-                                                "machine"})
-    if m.conv_kernels:
-      rows.append({"machine": m.name, "constant": f"{m.conv_kernels.name} rate vs 128 images",
-                   "value": {f"at {b}": round(r, 3)
-                             for b, r in m.conv_kernels.rate_by_batch.items()},
-                   "source": m.conv_kernels.source})
-    rows.append({"machine": m.name, "constant": "efficiency (CALIBRATED)",
-                 "value": round(m.efficiency, 4), "source": m.calibrated_from})
+    rows += [row for row in machine_constants(m) if row not in rows]
+  return rows
+
+
+def machine_constants(m: hardware.Machine) -> list[dict]:
+  """One machine's constants, each with its source."""
+  rows = []
+  rows.append({"machine": m.name, "constant": f"{m.device.name} peak (float32)",
+               "value": m.device.peak_flops["float32"], "source": m.device.source})
+  for link in (m.node_link, m.network, m.host_memory):
+    if link:
+      rows.append({"machine": m.name, "constant": link.name,
+                   "value": {"alpha_s": link.alpha, "beta_s_per_byte": link.beta,
+                             "gamma_s_per_byte": link.gamma}, "source": link.source})
+  layout = {"host_staged": m.host_staged, "sends_parameters": m.sends_parameters,
+            "devices_per_uplink": m.devices_per_uplink,
+            "devices_per_socket": m.devices_per_socket,
+            "cross_socket_staged": m.cross_socket_staged}
+  if m.switch_groups or m.network_per_node:
+    layout.update(switch_groups=list(m.switch_groups), network_per_node=m.network_per_node)
+  rows.append({"machine": m.name, "constant": "how the implementation moved data",
+               "value": layout,
+               "source": m.layout_source or "analysis/hardware.py: the paper's text and its "
+                                              "machine"})
+  if m.conv_kernels:
+    rows.append({"machine": m.name, "constant": f"{m.conv_kernels.name} rate vs 128 images",
+                 "value": {f"at {b}": round(r, 3)
+                           for b, r in m.conv_kernels.rate_by_batch.items()},
+                 "source": m.conv_kernels.source})
+  rows.append({"machine": m.name, "constant": "efficiency (CALIBRATED)",
+               "value": round(m.efficiency, 4), "source": m.calibrated_from})
+  if m.step_overhead_s:
+    rows.append({"machine": m.name, "constant": "seconds per step beyond the model (CALIBRATED)",
+                 "value": round(m.step_overhead_s, 4), "source": m.calibrated_from})
   return rows
 
 
@@ -214,6 +228,7 @@ def main(argv):
 
   yadan, titans = yadan_table1()
   krizhevsky, k20s = krizhevsky2014_table1()
+  rows_2017, machines_2017 = papers_2017.paper_rows()
   result = {"yadan_table1": yadan, "krizhevsky2014_table1": krizhevsky,
             "yadan_order": {variant: ranked_as_paper(
                 [r["paper"] for r in yadan], [r["ablation_days"][variant] for r in yadan])
@@ -222,8 +237,11 @@ def main(argv):
                 [r["paper"] for r in krizhevsky],
                 [r["ablation_speedup"][variant] for r in krizhevsky]) for variant in ABLATION},
             "conv_kernels": conv_kernels(),
-            "constants": constants(titans, k20s), "speedup_vs_devices": speedup_vs_devices(titans)}
-  print(tables.scaling_model_yadan(result) + "\n\n" + tables.scaling_model_krizhevsky(result))
+            "constants": constants(titans, k20s, *machines_2017),
+            "speedup_vs_devices": speedup_vs_devices(titans), **rows_2017}
+  print("\n\n".join(table(result) for table in (
+      tables.scaling_model_yadan, tables.scaling_model_krizhevsky, tables.scaling_model_bbva,
+      tables.scaling_model_mxnet_p2, tables.scaling_model_goyal)))
   benchmarks.publish(result, _OUTPUT.path("scaling_model.json"))
 
   fig, ax = plt.subplots(figsize=(6, 4.2))

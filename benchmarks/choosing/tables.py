@@ -86,8 +86,68 @@ scaling_model_constants = per_row(
     ("machine", "{machine}"), ("constant", "{constant}"), ("value", lambda r: _value(r["value"])),
     ("source", "{source}"), rows=lambda result: result["constants"])
 
+def _efficiency(value) -> str:
+  return "—" if value is None else f"{value:.1%}"
+
+
+def _share(seconds_key: str, share_key: str):
+  return lambda r: f"{1e3 * r[seconds_key]:.1f} ms ({r[share_key]:.1%})"
+
+
+# BBVA's post: its network and AlexNet on an AWS p2.8xlarge, 1 → 8 GPUs (papers_2017.py).
+scaling_model_bbva = per_row(
+    ("network", "{network}: {as}"), ("GPUs × images per GPU", "{gpus} × {images_per_gpu}"),
+    ("parameters", lambda r: f"{r['parameters']:,}"),
+    ("training GFLOP per image", "{gflop_per_image}"),
+    ("MB each GPU sends per step", "{mb_sent_per_gpu}"),
+    ("its exchange made after backprop (share of the step)",
+     _share("exchange_s", "exchange_share")),
+    ("paper", lambda r: _efficiency(r["paper"]) if r["paper"] else "— (no figure)"),
+    ("predicted, each GPU on its own x16 link, exchanged after backprop",
+     lambda r: _efficiency(r["ablation_efficiency"]["links"])),
+    ("predicted, two boards behind each x16 link, exchanged after backprop",
+     lambda r: _efficiency(r["ablation_efficiency"]["machine"])),
+    ("predicted, exchanged in backprop order (MXNet's engine)",
+     lambda r: _efficiency(r["predicted"])),
+    ("predicted ÷ paper", lambda r: "—" if r["ratio"] is None else f"{r['ratio']}"),
+    ("verdict", "{verdict}"), rows=lambda result: result["bbva2017"])
+
+# MXNet's own published scaling on a p2.16xlarge's GPUs 0–7, and its kvstore bandwidth.
+scaling_model_mxnet_p2 = per_row(
+    ("network", "{network}"), ("GPUs × images per GPU", "{gpus} × {images_per_gpu}"),
+    ("measured (MXNet's README)", lambda r: _efficiency(r["paper"])),
+    ("predicted, own links, after backprop",
+     lambda r: _efficiency(r["ablation_efficiency"]["links"])),
+    ("predicted, shared links, after backprop",
+     lambda r: _efficiency(r["ablation_efficiency"]["machine"])),
+    ("predicted, in backprop order", lambda r: _efficiency(r["predicted"])),
+    ("predicted ÷ measured", "{ratio}"), ("verdict", "{verdict}"),
+    rows=lambda result: result["mxnet_p2"])
+
+scaling_model_kvstore = per_row(
+    ("GPUs", "{gpus}"), ("keys, MB", "{keys}, {mb}"),
+    ("measured GB/s per GPU (MXNet's tools/bandwidth)", "{paper}"),
+    ("predicted", "{predicted}"), ("predicted ÷ measured", "{ratio}"), ("verdict", "{verdict}"),
+    rows=lambda result: [result["mxnet_kvstore"]])
+
+# Goyal et al.'s hour: ResNet-50 at 32 images a P100, against the 8-GPU baseline.
+scaling_model_goyal = per_row(
+    ("GPUs (servers)", "{gpus} ({servers})"), ("minibatch", "{minibatch}"),
+    ("figure", "{figure}"), ("paper", "{paper}"),
+    ("predicted, summed after backprop, no latency", lambda r: f"{r['ablation']['links']}"),
+    ("predicted, summed after backprop", lambda r: f"{r['ablation']['latency']}"),
+    ("predicted, summed in backprop order (Caffe2 + Gloo)", "{predicted}"),
+    ("predicted ÷ paper", "{ratio}"),
+    ("s per iteration: baseline, paper, predicted",
+     "{baseline_step_s}, {paper_step_s}, {predicted_step_s}"),
+    ("verdict", "{verdict}"), rows=lambda result: result["goyal2017"])
+
 TABLES = {"scaling_model": (scaling_model, "scaling_model.json"),
           "scaling_model_yadan": (scaling_model_yadan, "scaling_model.json"),
           "scaling_model_krizhevsky": (scaling_model_krizhevsky, "scaling_model.json"),
           "scaling_model_constants": (scaling_model_constants, "scaling_model.json"),
-          "scaling_model_kernels": (scaling_model_kernels, "scaling_model.json")}
+          "scaling_model_kernels": (scaling_model_kernels, "scaling_model.json"),
+          "scaling_model_bbva": (scaling_model_bbva, "scaling_model.json"),
+          "scaling_model_mxnet_p2": (scaling_model_mxnet_p2, "scaling_model.json"),
+          "scaling_model_kvstore": (scaling_model_kvstore, "scaling_model.json"),
+          "scaling_model_goyal": (scaling_model_goyal, "scaling_model.json")}

@@ -12,6 +12,12 @@ Collective times (Thakur, Rabenseifner & Gropp 2005; α latency, β s/byte, γ s
   tree              2⌈lg p⌉·(α + nβ) + ⌈lg p⌉·nγ             (binomial reduce + broadcast)
   parameter_server  2(p−1)·(α + nβ) + (p−1)·nγ               (serialised at the root)
   psum              as ring (what NCCL and most runtimes use for large messages)
+  kvstore_device    MXNet's kvstore 'device' (`kvstore_device_time`): each key summed on one GPU,
+                    every pair at once, peer to peer; the busiest PCIe link sets the time
+
+Across nodes with one network card per node (`Machine.network_per_node`, Goyal et al.'s servers) a
+sum runs in three phases: within each node (a ring on its links), across the nodes (the chosen
+algorithm, one process per node), back within each node.
 
 A step (`step_time`): each device's compute — its layers' FLOPs at its local batch and widths, at
 the machine's calibrated share of the peak (its convolutions at the rate its code's kernels reach
@@ -20,7 +26,9 @@ per-step time — and each transfer, on the link it crosses, as the machine's im
 it (`hardware.Machine`: staged through the host, parameters sent back, uplinks shared, halves
 joined through host memory); a transfer XLA schedules while compute runs
 (`Transfer.overlapped`) costs only what outlasts the compute, and owt's (b)/(c) passes hide their
-transfers behind the FC compute of the pass before.
+transfers behind the FC compute of the pass before. The frameworks of 2016–2017 (MXNet's engine,
+Caffe2 with Gloo) overlap differently: each layer's gradient is exchanged as soon as backprop has
+produced it, one exchange after another (`schedule="backprop"`, `backprop_exposed`).
 """
 
 import dataclasses
@@ -54,6 +62,48 @@ def gather_scatter_time(n: float, p: int, link: Link) -> float:
   return 2 * (p - 1) * link.alpha + 2 * n * (p - 1) / p * link.beta + n * (p - 1) / p * link.gamma
 
 
+def kvstore_device_time(n: float, p: int, machine: Machine) -> float:
+  """Seconds for MXNet's kvstore 'device' to sum an n-byte key over p GPUs of `machine` and give
+  every GPU the sum (src/kvstore/comm.h, CommDevice: the key's sum lives on one GPU, the keys spread
+  over the GPUs by size; every other GPU copies its gradient there, the sum is copied back to each,
+  peer to peer). Summed over keys, each GPU's link carries 2(p − 1)/p·n per direction, and the one
+  link above a group of k of the p GPUs (`Machine.switch_groups`) 2k(p − k)/p·n: the busiest sets
+  the time. A key is two copies one after the other (in, then back): 2α; its sum (p − 1)/p·n·γ on
+  average."""
+  if p <= 1:
+    return 0.0
+  link = machine.node_link
+  busiest = max([2 * (p - 1) / p] + [2 * k * (p - k) / p for k in machine.switch_groups if k < p])
+  return 2 * link.alpha + busiest * n * link.beta + (p - 1) / p * n * link.gamma
+
+
+def latency_from_speedup(speedup: float, *, p: int, buffer_bytes: list[float],
+                         link: Link) -> float:
+  """The latency α per message at which recursive halving and doubling ("butterfly") sums each of
+  `buffer_bytes` over p processes `speedup` times as fast as the ring does on `link` (α ignored):
+  both send the same bytes (module docstring), so only their 2(p − 1) and 2 lg p messages differ.
+  With W the buffers' bytes-and-sum time and K their number, S = (2(p − 1)Kα + W) / (2 lg p·Kα + W)
+  gives α = (S − 1)·W / (K·(2(p − 1) − 2S·lg p))."""
+  bandwidth = dataclasses.replace(link, alpha=0.0)
+  w = sum(allreduce_time("ring", n, p, link=bandwidth) for n in buffer_bytes)
+  messages = 2 * (p - 1) - 2 * speedup * math.ceil(math.log2(p))
+  if messages <= 0:
+    raise ValueError(f"halving and doubling cannot be {speedup}× the ring on {p} processes by "
+                     "latency alone")
+  return (speedup - 1) * w / (len(buffer_bytes) * messages)
+
+
+def backprop_exposed(backward_s: list[float], exchange_s: list[float]) -> float:
+  """Seconds of gradient exchange left after backprop ends, when each layer's exchange starts as
+  soon as backprop has produced its gradient and the exchanges run one at a time: both lists in
+  the layers' forward order (backprop runs them last first)."""
+  computed = exchanged = 0.0
+  for backward, exchange in zip(reversed(backward_s), reversed(exchange_s)):
+    computed += backward
+    exchanged = max(exchanged, computed) + exchange
+  return max(0.0, exchanged - computed)
+
+
 @dataclasses.dataclass(frozen=True)
 class Layer:
   """One layer's arithmetic for a batch of one image."""
@@ -62,6 +112,9 @@ class Layer:
   params: int
   macs: int  # forward multiply-adds
   input_values: int  # values of the layer's input (what a model-parallel layer may gather)
+  # Channels of the batch norms that go with it: each keeps running statistics (mean and
+  # variance) that the devices of its batch average every step (layers.BatchNorm).
+  norm_channels: int = 0
 
 
 def layers(arch: models.Architecture | models.ResNetArchitecture, image_size: int,
@@ -74,8 +127,10 @@ def layers(arch: models.Architecture | models.ResNetArchitecture, image_size: in
     groups = arch.columns if c.within_column else 1
     out_side = (side + 2 * c.padding - c.kernel) // c.stride + 1
     weights = c.kernel * c.kernel * (channels // groups) * c.features
-    out.append(Layer(c.name, "conv", weights + c.features, out_side ** 2 * weights,
-                     side * side * channels))
+    # A bias, or (AlexNet-BN) the batch norm's scale and shift in its place.
+    extra, norm = (2 * c.features, c.features) if arch.batch_norm else (c.features, 0)
+    out.append(Layer(c.name, "conv", weights + extra, out_side ** 2 * weights,
+                     side * side * channels, norm_channels=norm))
     side, channels = ((out_side - 3) // 2 + 1 if c.pool else out_side), c.features
   width = side * side * channels
   for name, features in zip(arch.fc_names(), arch.hidden + (num_classes,)):
@@ -95,14 +150,16 @@ def _resnet_layers(arch: models.ResNetArchitecture, image_size: int,
     weights = conv.kernel * conv.kernel * conv.in_channels * conv.features
     # Post-activation: a batch norm after every conv; pre-activation: before each block's convs
     # (over their inputs' channels), the input's (its shift only) and the last one.
-    norm = 2 * (conv.features if not arch.preactivation else
+    channels = (conv.features if not arch.preactivation else
                 conv.in_channels if not conv.name.endswith("shortcut") else 0)
+    norm = 2 * channels
     if arch.preactivation and conv.name == "conv1":
       norm = conv.in_channels  # the input batch norm: a shift per image channel, no scale.
     out.append(Layer(conv.name, "conv", weights + norm, conv.out_side ** 2 * weights,
-                     conv.in_side ** 2 * conv.in_channels))
+                     conv.in_side ** 2 * conv.in_channels, norm_channels=channels))
   if arch.preactivation:  # the batch norm after the last block.
-    out[-1] = dataclasses.replace(out[-1], params=out[-1].params + 2 * arch.widths[-1])
+    out[-1] = dataclasses.replace(out[-1], params=out[-1].params + 2 * arch.widths[-1],
+                                  norm_channels=out[-1].norm_channels + arch.widths[-1])
   width = arch.widths[-1]
   out.append(Layer("fc", "fc", width * num_classes + num_classes, width * num_classes, width))
   return out
@@ -117,10 +174,11 @@ class Traffic:
   """Bytes one device sends per step, by purpose."""
   gradients: float = 0.0  # gradient all-reduce over the batch axes
   activations: float = 0.0  # model-parallel activation exchange (forward + backward)
+  statistics: float = 0.0  # batch norm's running statistics averaged over the batch axes
 
   @property
   def total(self) -> float:
-    return self.gradients + self.activations
+    return self.gradients + self.activations + self.statistics
 
 
 def _axes_size(plan: partitioning.Plan, axes) -> int:
@@ -139,6 +197,12 @@ def _transfers(arch, plan, global_batch, image_size, num_classes, bytes_per_valu
     axes = plan.conv_batch_axes if layer.kind == "conv" else plan.fc_batch_axes
     transfers.append(("gradients", "allreduce", layer.params / shards * bytes_per_value,
                       _axes_size(plan, axes)))
+  transfers += [("statistics", "allreduce", 2 * layer.norm_channels / lay.conv_shards * 4,
+                 _axes_size(plan, plan.conv_batch_axes))
+                for layer in per_layer if layer.norm_channels]
+  if isinstance(arch, models.ResNetArchitecture):
+    return transfers + _resnet_activations(arch, per_layer, plan, conv_batch, fc_batch,
+                                           num_classes, bytes_per_value)
   convs = {c.name: c for c in arch.convs}
   m = plan.model
   for i, layer in enumerate(per_layer):
@@ -158,6 +222,32 @@ def _transfers(arch, plan, global_batch, image_size, num_classes, bytes_per_valu
                         m))
     transfers.append(("activations", "allreduce", fc_batch * num_classes * bytes_per_value, m))
   return transfers
+
+
+def _resnet_activations(arch, per_layer, plan, conv_batch, fc_batch, num_classes,
+                        bytes_per_value):
+  """A residual network's activation collectives (models.ResNet): with filters over "model",
+  every conv's input is gathered but the stem's (the image is whole everywhere) and a shortcut's
+  (it shares its block's first gather); the pooled channels stay split, each device's rows of the
+  classifier give partial logits, summed over "model". Under owt the pooled features of the data
+  group's batch are gathered before the classifier instead. A pre-activation net's input batch
+  norm has a shift, whose gradient needs the image's: each model device's part of it (through its
+  filters of the stem) is summed over "model", the whole image-sized tensor."""
+  m, lay = plan.model, plan.layout
+  out = []
+  if lay.conv_shards > 1:
+    out += [("activations", "gather", conv_batch * layer.input_values * bytes_per_value, m)
+            for layer in per_layer[1:] if layer.kind == "conv"
+            and not layer.name.endswith("shortcut")]
+    if arch.preactivation:
+      out.append(("activations", "allreduce",
+                  conv_batch * per_layer[0].input_values * bytes_per_value, m))
+  if lay.conv_batch_over_model:
+    out.append(("activations", "gather", fc_batch * per_layer[-1].input_values * bytes_per_value,
+                m))
+  if lay.fc_shards > 1:
+    out.append(("activations", "allreduce", fc_batch * num_classes * bytes_per_value, m))
+  return out
 
 
 def traffic(arch, plan, *, global_batch: int, image_size: int, num_classes: int,
@@ -197,7 +287,7 @@ class Transfer:
   """One collective of a step, as the time model charges it.
 
   Attributes:
-    purpose: "gradients" or "activations".
+    purpose: "gradients", "activations" or "statistics" (batch norm's running averages).
     kind: "allreduce", or "gather" (a forward all-gather and the backward reduce-scatter of its
       gradient, together), or "sent" (a collective read from a compiled program: `bytes` is what
       each device sends, the algorithm's choice made already).
@@ -223,6 +313,7 @@ def analytic_transfers(arch, plan, *, global_batch: int, image_size: int, num_cl
   activation_bytes = activation_bytes or bytes_per_value
   crossing = {"gradients": any(axis in crossing_axes for axis in plan.conv_batch_axes),
               "activations": "model" in crossing_axes}
+  crossing["statistics"] = crossing["gradients"]
   return [Transfer(purpose, kind, n * (activation_bytes / bytes_per_value
                                        if purpose == "activations" else 1), p,
                    crosses_nodes=crossing[purpose])
@@ -246,6 +337,12 @@ def compute_time(arch, plan, machine: Machine, *, global_batch: int, image_size:
 def transfer_time(transfer: Transfer, machine: Machine, *, algorithm: str = "ring") -> float:
   """Seconds of one transfer on the link it crosses, as the machine's implementation moves it."""
   n, p = transfer.bytes, transfer.devices
+  if transfer.crosses_nodes and machine.network_per_node and transfer.kind == "allreduce":
+    per_node = machine.devices_per_node  # within each node and back, then among the nodes.
+    return (allreduce_time("ring", n, per_node, link=machine.node_link) +
+            allreduce_time(algorithm, n, p // per_node, link=machine.network))
+  if algorithm == "kvstore_device" and transfer.kind == "allreduce" and not transfer.crosses_nodes:
+    return kvstore_device_time(n, p, machine)
   if transfer.crosses_nodes:
     link = machine.network
   else:
@@ -264,7 +361,7 @@ def transfer_time(transfer: Transfer, machine: Machine, *, algorithm: str = "rin
 def step_time(arch, plan, machine: Machine, *, global_batch: int, image_size: int,
               num_classes: int, dtype: str = "float32", transfers: list[Transfer] | None = None,
               algorithm: str = "ring", owt_variant: str = "a",
-              fc_updates_per_step: int = 1) -> dict:
+              fc_updates_per_step: int = 1, schedule: str = "program") -> dict:
   """Predicted seconds of one step of `plan` on `machine` (module docstring).
 
   Args:
@@ -272,6 +369,10 @@ def step_time(arch, plan, machine: Machine, *, global_batch: int, image_size: in
       analytic minimum in `dtype`'s width for the activations, float32 for the gradients.
     owt_variant, fc_updates_per_step: owt's FC stage as Krizhevsky's (b) or (c) passes, with an
       FC update per pass (his variable batch size) when `fc_updates_per_step` = K.
+    schedule: "program" — a transfer marked `overlapped` hides behind the step's compute (XLA's
+      schedule); "backprop" — each layer's gradient exchange starts when backprop has produced it,
+      one after another (MXNet's engine, Caffe2 with Gloo: `backprop_exposed`); it takes the
+      analytic transfers, one gradient sum per layer.
 
   Returns:
     compute_s, communication_s (what of it is not hidden), step_s.
@@ -283,7 +384,7 @@ def step_time(arch, plan, machine: Machine, *, global_batch: int, image_size: in
                                    num_classes=num_classes,
                                    activation_bytes=2 if dtype == "bfloat16" else 4)
   if prices_owt_passes(plan, owt_variant):
-    if any(t.purpose not in ("gradients", "activations") for t in transfers):
+    if any(t.purpose not in ("gradients", "activations", "statistics") for t in transfers):
       # The pass model splits the transfers by purpose; a program's collectives have none, and
       # would be dropped from the step (they were, once: owt (c) across two nodes at 2.12 ms).
       raise ValueError("owt's (b)/(c) pass model prices transfers by purpose: give it "
@@ -292,7 +393,38 @@ def step_time(arch, plan, machine: Machine, *, global_batch: int, image_size: in
                        global_batch=global_batch, image_size=image_size,
                        num_classes=num_classes, dtype=dtype, algorithm=algorithm,
                        variant=owt_variant, fc_updates_per_step=fc_updates_per_step)
+  if schedule == "backprop":
+    backward = backward_time_by_layer(arch, plan, machine, global_batch=global_batch,
+                                      image_size=image_size, num_classes=num_classes, dtype=dtype)
+    gradients = [t for t in transfers if t.purpose == "gradients"]
+    if len(gradients) != len(backward):
+      raise ValueError("the backprop schedule takes one gradient sum per layer "
+                       f"(analytic_transfers): {len(gradients)} for {len(backward)} layers")
+    exposed = backprop_exposed(
+        backward, [transfer_time(t, machine, algorithm=algorithm) for t in gradients])
+    rest = sum(transfer_time(t, machine, algorithm=algorithm) for t in transfers
+               if t.purpose != "gradients")
+    return {"compute_s": compute, "communication_s": exposed + rest,
+            "step_s": compute + exposed + rest}
+  if schedule != "program":
+    raise ValueError(f"unknown schedule {schedule!r}; choose program or backprop")
   return with_transfers(compute, transfers, machine, algorithm=algorithm)
+
+
+def backward_time_by_layer(arch, plan, machine: Machine, *, global_batch: int, image_size: int,
+                           num_classes: int, dtype: str = "float32") -> list[float]:
+  """Seconds of each layer's backprop on one device (forward order): two thirds of its training
+  FLOPs, at the rates `compute_time` charges them."""
+  rate = machine.device.peak_flops[dtype] * machine.efficiency
+  conv_rate = machine.conv_rate(global_batch // plan.batch_divisor)
+  seconds = []
+  for layer in layers(arch, image_size, num_classes):
+    if layer.kind == "conv":
+      flops = 4.0 * layer.macs * global_batch / plan.batch_divisor / plan.layout.conv_shards
+      seconds.append(flops / conv_rate / rate)
+    else:
+      seconds.append(4.0 * layer.macs * global_batch / plan.data / plan.layout.fc_shards / rate)
+  return seconds
 
 
 def bytes_sent(transfer: Transfer) -> float:
@@ -352,7 +484,9 @@ def _owt_passes(arch, plan, machine: Machine, *, compute: float, transfers: list
                  for layer in per_layer if layer.kind == "fc")
   fc_compute = fc_flops / (machine.device.peak_flops[dtype] * machine.efficiency)
   width = 2 if dtype == "bfloat16" else 4
-  features = global_batch / plan.data * per_layer[-3].input_values * width  # fc6's gathered rows
+  # The first FC layer's gathered rows (AlexNet's fc6; a residual network's classifier).
+  first_fc = next(layer for layer in per_layer if layer.kind == "fc")
+  features = global_batch / plan.data * first_fc.input_values * width
   gradients = [t for t in transfers if t.purpose == "gradients"]
   fc_gradients = [t for t in gradients if t.devices == plan.data]
   conv_gradients = [t for t in gradients if t not in fc_gradients]
@@ -361,7 +495,8 @@ def _owt_passes(arch, plan, machine: Machine, *, compute: float, transfers: list
   x = y = pass_copy_time(features / k, k, machine, variant=variant)
   f = (fc_compute + inner) / k
   fc_stage = x + f + (k - 1) * max(f, x + y) + y
-  sums = (sum(transfer_time(t, machine, algorithm=algorithm) for t in conv_gradients) +
+  sums = (sum(transfer_time(t, machine, algorithm=algorithm) for t in conv_gradients
+              + [t for t in transfers if t.purpose == "statistics"]) +
           fc_updates_per_step * sum(transfer_time(t, machine, algorithm=algorithm)
                                     for t in fc_gradients))
   conv_compute = compute - fc_compute

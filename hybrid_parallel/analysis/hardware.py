@@ -101,6 +101,14 @@ class Machine:
     step_overhead_s: the fixed time of a step beyond its FLOPs (launching its kernels, its small
       operations): why a small batch uses a modern device less well (measured: docs/gpu.json).
     layout_source: where the way it moved data comes from (the paper's words).
+    switch_groups: the devices behind each level of PCIe switch, innermost first, where peer-to-
+      peer copies between two groups cross the one x16 link above the smaller group (a K80
+      board's two GPUs behind its on-board switch: (2, ...)); () where every device has its own
+      link. What a collective pays for it depends on its pattern (`costmodel.kvstore_device_time`:
+      every device sends to every other).
+    network_per_node: one network card per node, shared by its devices (Goyal et al.'s servers): a
+      collective across nodes sums within each node on `node_link`, runs across the nodes among
+      one device per node, then broadcasts within each node; False: one card per device.
   """
   name: str
   device: Device
@@ -119,6 +127,8 @@ class Machine:
   step_overhead_s: float = 0.0
   calibrated_from: str = ""
   layout_source: str = ""
+  switch_groups: tuple[int, ...] = ()
+  network_per_node: bool = False
 
   @property
   def devices(self) -> int:
@@ -297,3 +307,78 @@ def gpu_node(device: str, *, gpus_per_node: int = 8, nodes: int = 1,
   return Machine(f"{nodes} × {gpus_per_node} {DEVICES[device].name}", DEVICES[device],
                  devices_per_node=gpus_per_node, nodes=nodes, node_link=NVLINK4,
                  network=network if nodes > 1 else None)
+
+
+# --- 2016–2017: BBVA's p2.8xlarge (MXNet) and Goyal et al.'s Big Basin servers (Caffe2 + Gloo) ----
+
+# One GK210 of a Tesla K80 board is one CUDA device: AWS's p2.8xlarge counts its four boards as 8
+# GPUs ("The Tesla K80 shows up as 2 gpu instances internally", tensorflow/tensorflow#5362, on a
+# p2.16xlarge).
+K80_GK210 = Device("NVIDIA Tesla K80, one GK210 (2014)", {"float32": 8.73e12 / 2}, 12e9,
+                   "NVIDIA's Tesla K80 datasheet: 8.73 TFLOP/s single precision per board with "
+                   "GPU Boost, two GK210 GPUs each of 2,496 CUDA cores, 12 GB GDDR5 and 240 GB/s")
+P100_SXM2 = Device("NVIDIA Tesla P100 SXM2 (2016)", {"float32": 10.6e12}, 16e9,
+                   "NVIDIA's Tesla P100 datasheet (NVLink version): 10.6 TFLOP/s single "
+                   "precision, 16 GB HBM2 at 732 GB/s")
+
+# MXNet's own measurement of its kvstore 'device' (tools/bandwidth/README.md, 2016): between two
+# GPUs, 258 MB of ResNet-200 gradients reduced and broadcast in 23.2 ms, "11.1 GB/sec per gpu",
+# "close to the unidirectional bandwidth, which is 13 GB/sec, reported by
+# cuda/samples/1_Utilities/p2pBandwidthLatencyTest". The same README's eight GPUs (4.5 GB/s per GPU)
+# check the machine's layout (benchmarks/choosing/scaling_model.py), not this rate.
+MXNET_P2P_BYTES_PER_S = 258e6 / 23.2e-3
+PCIE3_P2P = Link("PCIe 3.0 x16, peer to peer through PCIe switches", alpha=10e-6,
+                 beta=1 / MXNET_P2P_BYTES_PER_S, gamma=3 / 240e9,
+                 source="MXNet tools/bandwidth README (2016): kvstore 'device' between two GPUs, "
+                        "258 MB in 23.2 ms ('11.1 GB/sec per gpu'); 10 µs per copy as PCIe 3.0 "
+                        "x16; the sum at a K80 GPU's 240 GB/s, 3 bytes moved per byte summed")
+# Big Basin (Goyal et al. 2017, §4: "8 NVIDIA Tesla P100 GPUs that are interconnected with NVIDIA
+# NVLink"; the hybrid cube mesh of the DGX-1). A ring's neighbours share one link.
+NVLINK1 = Link("NVLink 1.0 (P100), one link between ring neighbours", alpha=0.0, beta=1 / 20e9,
+               gamma=3 / 732e9,
+               source="NVIDIA's Tesla P100 whitepaper: four NVLinks per GPU, 20 GB/s per direction "
+                      "each; a ring over one link per neighbour (NCCL may build more rings: a "
+                      "lower bound on its speed); latency left out as for NVLink 4; the sum at "
+                      "the P100's 732 GB/s")
+# "a Mellanox ConnectX-4 50Gbit Ethernet network card" per server (Goyal et al. §4). Its latency
+# per message is derived from the paper's halving/doubling-over-ring speed-up
+# (GOYAL2017_HALVING_DOUBLING_SPEEDUP, costmodel.latency_from_speedup): the paper gives no latency.
+ETHERNET_50G = Link("50 Gbit/s Ethernet, one ConnectX-4 per server", alpha=0.0, beta=8 / 50e9,
+                    source="Goyal et al. 2017 (arXiv:1706.02677) §4: each server has 'a Mellanox "
+                           "ConnectX-4 50Gbit Ethernet network card', 6.25 GB/s per direction; "
+                           "the sum left out (no source for where Gloo ran it)")
+# Goyal et al. §4: on 32 servers (256 GPUs) recursive halving and doubling ran 3× as fast as the
+# ring (bucket) algorithm; both send 2(p − 1)/p·b per server, so the difference is latency.
+GOYAL2017_HALVING_DOUBLING_SPEEDUP = {"servers": 32, "speedup": 3.0}
+
+P2_LAYOUT = (
+    "A K80 board's two GK210s sit behind its on-board PCIe switch (NVIDIA's K80 board "
+    "specification). AWS: p2.8xlarge has 8 GPUs with 'GPU Peer to Peer', 32 vCPUs (Intel Xeon "
+    "E5-2686 v4), 488 GiB. Peer to peer needs the eight GPUs under one CPU's PCIe root, whose 40 "
+    "lanes give at most two x16 links: inferred, two boards (four GPUs) behind each x16 link — the "
+    "layout MXNet measured on its 8-GPU machine ('it saturates the single 16x link between GPU "
+    "0,1,2,3 and GPU 4,5,6,7', tools/bandwidth README); AWS does not publish it. MXNet's kvstore "
+    "'device' sums each key on one GPU (keys spread evenly), peer to peer")
+BIG_BASIN_LAYOUT = (
+    "Goyal et al. 2017 (arXiv:1706.02677) §4: 8 P100s per server on NVLink, one 50 Gbit Ethernet "
+    "card per server, Wedge100 switches; each gradient summed in three phases — within the server "
+    "(NCCL), across servers (recursive halving and doubling, Gloo), back to the server's GPUs "
+    "(NCCL) — while backprop goes on")
+
+
+def p2_8xlarge() -> Machine:
+  """BBVA's machine: an AWS p2.8xlarge, 8 GK210s on 4 K80 boards; uncalibrated."""
+  return Machine("AWS p2.8xlarge: 8 GK210s on 4 K80 boards", K80_GK210, devices_per_node=8,
+                 node_link=PCIE3_P2P, switch_groups=(2, 4), layout_source=P2_LAYOUT)
+
+
+def big_basin(servers: int, *, network_alpha: float) -> Machine:
+  """Goyal et al.'s cluster: `servers` Big Basin servers of 8 P100s; the network's latency per
+  message `network_alpha` (derived: costmodel.latency_from_speedup); uncalibrated."""
+  network = dataclasses.replace(
+      ETHERNET_50G, alpha=network_alpha,
+      source=ETHERNET_50G.source + "; α DERIVED from §4's 3× of recursive halving and doubling "
+                                   "over the ring on 32 servers (costmodel.latency_from_speedup)")
+  return Machine(f"{servers} Big Basin servers of 8 P100s", P100_SXM2, devices_per_node=8,
+                 nodes=servers, node_link=NVLINK1, network=network if servers > 1 else None,
+                 network_per_node=True, layout_source=BIG_BASIN_LAYOUT)
