@@ -35,17 +35,11 @@ import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec
 
 from hybrid_parallel.errors import UserError
+from input_pipeline.device_augment import gather_rows, normalise
 from input_pipeline.source import StepPositioned
 
 DIGITS_TEST_EXAMPLES = 360
 DIGITS_SPLIT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "digits_split.npz")
-
-
-def normalise(x_uint8, mean, scale):
-  """uint8 images → float32, per channel: (x − mean) · scale (scale = 1 / std); NumPy or jax
-  arrays alike, with the same bits: the input pipeline runs it on the devices, where XLA would
-  not divide as NumPy does (it multiplies by a reciprocal), so the reciprocal is taken once, here."""
-  return (x_uint8.astype(np.float32) - mean) * scale
 
 
 @dataclasses.dataclass
@@ -107,9 +101,8 @@ class Dataset(StepPositioned):
     normalises uint8 images."""
     del seed
     mean, scale = self.mean, self.scale  # once, not per batch.
-    # The gathered batch is sharded as the rows are (said, for meshes of explicit axes).
-    gather = jax.jit(lambda x, rows: normalise(x.at[rows].get(out_sharding=sharding), mean,
-                                               scale), out_shardings=sharding)
+    gather = jax.jit(lambda x, rows: normalise(gather_rows(x, rows, sharding), mean, scale),
+                     out_shardings=sharding)
     finish = jax.jit(normalise, out_shardings=sharding)
     everywhere = NamedSharding(sharding.mesh, PartitionSpec())
     # Every process holds the whole set, so each supplies its own devices' copies.

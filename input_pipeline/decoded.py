@@ -525,7 +525,7 @@ class DecodedDataset(StepPositioned):
     communication."""
     mesh = sharding.mesh
     everywhere = NamedSharding(mesh, PartitionSpec())
-    gather = jax.jit(lambda x, rows: x.at[rows].get(out_sharding=sharding),
+    gather = jax.jit(lambda x, rows: device_augment.gather_rows(x, rows, sharding),
                      out_shardings=sharding)
     return lambda rows: gather(self._place(everywhere), rows)
 

@@ -22,9 +22,15 @@ import numpy as np
 from jax.sharding import AxisType, NamedSharding
 
 from input_pipeline import imagenet_stats
-from input_pipeline.arrays import normalise as _normalise  # the in-memory sets' own, same bits
 
 _SALT = 0x1A6E  # keeps these draws apart from any other use of the run's seed.
+
+
+def normalise(x_uint8, mean, scale):
+  """uint8 images → float32, per channel: (x − mean) · scale (scale = 1 / std); NumPy or jax
+  arrays alike, with the same bits: the input pipeline runs it on the devices, where XLA would
+  not divide as NumPy does (it multiplies by a reciprocal), so the reciprocal is taken once, here."""
+  return (x_uint8.astype(np.float32) - mean) * scale
 
 
 def train_images(images_BHWC, *, key, image_size: int, pca_stddev: float, mean, scale):
@@ -49,7 +55,7 @@ def train_images(images_BHWC, *, key, image_size: int, pca_stddev: float, mean, 
       crop = crop + 255.0 * shift
     return crop
 
-  return _normalise(jax.vmap(one)(images_BHWC, key), mean, scale)
+  return normalise(jax.vmap(one)(images_BHWC, key), mean, scale)
 
 
 def eval_images(images_BHWC, *, image_size: int, crops: int, mean, scale):
@@ -61,9 +67,9 @@ def eval_images(images_BHWC, *, image_size: int, crops: int, mean, scale):
     return images_BHWC[:, top:top + image_size, left:left + image_size]
 
   if crops == 1:
-    return _normalise(crop("centre"), mean, scale)
+    return normalise(crop("centre"), mean, scale)
   five = [crop(corner) for corner in imagenet_stats.TEN_CROP_ORDER]
-  return _normalise(jnp.stack(five + [c[:, :, ::-1] for c in five], axis=1), mean, scale)
+  return normalise(jnp.stack(five + [c[:, :, ::-1] for c in five], axis=1), mean, scale)
 
 
 def row_keys(seed: int, step, rows: int):
@@ -98,7 +104,23 @@ def eval_transform(sharding: NamedSharding, *, image_size: int, crops: int, mean
 
 def lay_out(x, sharding: NamedSharding):
   """`x` laid out as `sharding` says: a reshard on a mesh of Explicit axes, a constraint on Auto
-  ones (the two backends' meshes, hybrid_parallel.mesh)."""
-  if any(t == AxisType.Explicit for t in sharding.mesh.axis_types):
+  ones (the backends' meshes, hybrid_parallel.mesh: Explicit for explicit and pmap, Auto for
+  gspmd)."""
+  if _explicit(sharding):
     return jax.sharding.reshard(x, sharding)
   return jax.lax.with_sharding_constraint(x, sharding)
+
+
+def gather_rows(x, rows, sharding: NamedSharding):
+  """Rows `rows` of `x` (whole on every device), laid out as `sharding` says — the one gather of
+  the sources whose set lies on the devices. On a mesh of Explicit axes the gather names its
+  output's sharding (JAX cannot infer one from a replicated operand and sharded indices); on
+  Auto axes, which `.get(out_sharding=...)` refuses, XLA's partitioner places the gather and a
+  constraint says where its result goes."""
+  if _explicit(sharding):
+    return x.at[rows].get(out_sharding=sharding)
+  return jax.lax.with_sharding_constraint(x[rows], sharding)
+
+
+def _explicit(sharding: NamedSharding) -> bool:
+  return any(t == AxisType.Explicit for t in sharding.mesh.axis_types)
