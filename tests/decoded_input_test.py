@@ -8,7 +8,9 @@ import json
 import os
 import shutil
 import tempfile
+import time
 import unittest
+from unittest import mock
 
 import jax
 import numpy as np
@@ -18,7 +20,9 @@ from PIL import Image
 
 import experiment
 import input_pipeline
+import train
 from configs import default
+from hybrid_parallel import models
 from hybrid_parallel.errors import UserError
 from input_pipeline import decoded, device_augment, imagenet_stats, prepare
 
@@ -73,13 +77,23 @@ def mesh_sharding(devices: int):
 
 def finished_batches(source, sharding, *, position: int, steps: int, batch: int = 8,
                      seed: int = 0):
-  """The augmented float32 global batches of `steps` steps from `position` (train_iterator)."""
+  """The augmented float32 global batches of `steps` steps from `position` (train_iterator's,
+  finished by the source's device_input as the step finishes them)."""
+  finish = source.device_input(sharding, seed=seed)
   batches = input_pipeline.train_iterator(source, sharding, batch, seed=seed, position=position)
   try:
-    return [(np.asarray(images), np.asarray(labels), position)
-            for images, labels, position in (next(batches) for _ in range(steps))]
+    return [(np.asarray(finish.finish_train(inputs, next_position - 1)), np.asarray(labels),
+             next_position)
+            for inputs, labels, next_position in (next(batches) for _ in range(steps))]
   finally:
     batches.close()
+
+
+def finished_eval_batches(source, sharding, batch: int):
+  """The evaluation batches, finished as the eval step finishes them."""
+  finish = source.device_input(sharding, seed=0, place=False)
+  return [(np.asarray(finish.finish_eval(inputs)), np.asarray(labels), np.asarray(weights))
+          for inputs, labels, weights in input_pipeline.eval_batches(source, sharding, batch)]
 
 
 class DecodedTest(absltest.TestCase):
@@ -105,8 +119,10 @@ class DecodedTest(absltest.TestCase):
   def jpeg_source(self):
     return input_pipeline.load(f"prepared:{self.jpegs}", image_size=CROP, input_workers=0)
 
-  def decoded_source(self, directory, **kwargs):
-    return decoded.DecodedDataset(directory, image_size=CROP, **kwargs)
+  def decoded_source(self, directory, where=decoded.HOST, *, data=1, **kwargs):
+    """The decoded set in `directory`, placed `where` on a mesh of `data` data shards."""
+    return decoded.DecodedDataset(directory, image_size=CROP, **kwargs).placed(
+        decoded.Placement(where, data, "as the test places it"))
 
   def test_the_files_hold_every_decodable_image_once_and_name_the_broken_one(self):
     folder_set = os.path.join(self.tmp, "from_folder")
@@ -137,14 +153,11 @@ class DecodedTest(absltest.TestCase):
     # the same crops, flips and lighting give the same float32 values, bit for bit.
     sharding = mesh_sharding(2)
     jpeg = finished_batches(self.jpeg_source(), sharding, position=1, steps=3)
-    for placement, memory in (("devices", None), ("devices", TRAIN * 3 * STORED**2 // 2 + 1),
-                              ("host", None)):
-      source = self.decoded_source(self.rgb, placement=placement, device_memory=memory)
+    for where in (decoded.WHOLE, decoded.SPLIT, decoded.HOST):
+      source = self.decoded_source(self.rgb, where, data=2)
       ours = finished_batches(source, sharding, position=1, steps=3)
-      self.assertEqual(source._resident, {None: "replicated"}.get(memory, "sharded")
-                       if placement == "devices" else "host")
       for (images, labels, position), (want, want_labels, want_position) in zip(ours, jpeg):
-        np.testing.assert_array_equal(images, want, err_msg=placement)
+        np.testing.assert_array_equal(images, want, err_msg=where)
         np.testing.assert_array_equal(labels, want_labels)
         self.assertEqual(position, want_position)
 
@@ -166,13 +179,14 @@ class DecodedTest(absltest.TestCase):
                                           luma - 0.344136286 * cb - 0.714136286 * cr,
                                           luma + 1.772 * cb], -1)), 0, 255).astype(np.uint8)
     sharding = mesh_sharding(4)
-    source = self.decoded_source(self.yuv, placement="devices")
-    train, _ = source.device_transforms(sharding, seed=3)
+    source = self.decoded_source(self.yuv, decoded.WHOLE)
     rows = np.arange(8, dtype=np.int32) + 5
-    ours = np.asarray(train(jax.device_put(rows, sharding), 7))
-    want = np.asarray(device_augment.train_transform(
-        sharding, seed=3, image_size=CROP, pca_stddev=0.1, mean=source.mean, std=source.std)(
-            jax.device_put(reference[rows], sharding), 7))
+    ours = np.asarray(source.device_input(sharding, seed=3).finish_train(
+        jax.device_put(rows, sharding), 7))
+    train, _ = device_augment.finishes(sharding, seed=3, image_size=CROP,
+                                       stored=(STORED, STORED), pca_stddev=0.1,
+                                       mean=source.mean, std=source.std)
+    want = np.asarray(jax.jit(train)(jax.device_put(reference[rows], sharding), 7))
     level = 1 / np.min(imagenet_stats.STD)
     np.testing.assert_allclose(ours, want, rtol=0, atol=2 * level + 1e-5)
     self.assertLess(np.mean(np.abs(ours - want) > 1e-5), 0.01)
@@ -181,10 +195,10 @@ class DecodedTest(absltest.TestCase):
     np.testing.assert_allclose(luma, np.clip(np.rint(ycbcr[..., 0]), 0, 255))
 
   def test_the_batches_are_the_same_on_any_mesh_and_process_split_and_resume_exactly(self):
-    whole = finished_batches(self.decoded_source(self.yuv, placement="devices"),
+    whole = finished_batches(self.decoded_source(self.yuv, decoded.WHOLE),
                              mesh_sharding(1), position=0, steps=5)  # 3 steps an epoch
-    for devices, memory in ((8, None), (8, TRAIN * 3 * STORED**2 // 2 // 4), (2, None)):
-      source = self.decoded_source(self.yuv, placement="devices", device_memory=memory)
+    for devices, where in ((8, decoded.WHOLE), (8, decoded.SPLIT), (2, decoded.SPLIT)):
+      source = self.decoded_source(self.yuv, where, data=devices)
       for start in (0, 2, 3, 4):  # before, at and after the epoch boundary
         resumed = finished_batches(source, mesh_sharding(devices), position=start,
                                    steps=5 - start)
@@ -195,12 +209,11 @@ class DecodedTest(absltest.TestCase):
           # of rows (XLA:CPU's vector loop fuses a·b + c into one FMA, its scalar remainder does
           # not; seen under JAX 0.10.2): values lie in [-2.2, 2.7], an ulp there ≤ 2⁻²², allow 2.
           np.testing.assert_allclose(images, want, rtol=0, atol=2 * 2**-22,
-                                     err_msg=f"{devices} {memory} {start}")
+                                     err_msg=f"{devices} {where} {start}")
           np.testing.assert_array_equal(labels, want_labels)
           self.assertEqual(position, want_position)
     # Each of two processes sends its rows of every batch: the slices of one process's.
-    source = self.decoded_source(self.yuv, placement="host")
-    source.device_transforms(mesh_sharding(1), seed=0)
+    source = self.decoded_source(self.yuv)
     one = source.train_batches(8, seed=0, position=0, shard=slice(0, 8))
     halves = [source.train_batches(8, seed=0, position=0, shard=s)
               for s in (slice(0, 4), slice(4, 8))]
@@ -215,8 +228,8 @@ class DecodedTest(absltest.TestCase):
   @needs_jpeg_path
   def test_evaluation_reads_every_image_once_then_weight_zero_padding(self):
     sharding = mesh_sharding(2)
-    jpeg = list(input_pipeline.eval_batches(self.jpeg_source(), sharding, 4))
-    ours = list(input_pipeline.eval_batches(self.decoded_source(self.rgb), sharding, 4))
+    jpeg = finished_eval_batches(self.jpeg_source(), sharding, 4)
+    ours = finished_eval_batches(self.decoded_source(self.rgb), sharding, 4)
     self.assertLen(ours, 2)  # 6 images in batches of 4
     for batch, want in zip(ours, jpeg):
       for got, expected in zip(batch, want):
@@ -271,24 +284,34 @@ class DecodedTest(absltest.TestCase):
     prepare.prepare(f"folder:{self.folder}", out, image_format="decoded", colour="rgb",
                     size=STORED, free_disk=needed)  # exactly enough is enough
 
-  def test_a_device_memory_shortfall_is_refused_before_anything_is_placed(self):
+  def test_the_placement_follows_the_memory_and_a_shortfall_is_one_sentence(self):
+    source = decoded.DecodedDataset(self.yuv, image_size=CROP, placement="devices")
     set_bytes = TRAIN * STORED * STORED * 3 // 2
-    source = self.decoded_source(self.yuv, placement="devices", device_memory=set_bytes // 8)
+    share = -(-TRAIN // 2) * STORED * STORED * 3 // 2
+
+    def where(asked, budget, platform="gpu"):
+      source.asked = asked
+      return source.decide(data=2, platform=platform, budget=budget).where
+
     with self.assertRaisesRegex(UserError, r"^decoded_placement 'devices': the 0\.0 GB training "
                                 r"set of .* \(0\.0 GB per device split over the mesh's 2 data "
                                 r"shards\) does not fit in the 0\.0 GB each device has for it; "
                                 r"use decoded_placement = 'host' or 'auto'"):
-      source.device_transforms(mesh_sharding(2), seed=0)
-    with self.assertRaisesRegex(UserError, "does not fit in the 0.0 GB each device has"):
-      source.settle(jax.devices()[:2], data=2)  # as experiment.load_dataset asks, before a mesh
-    self.assertEqual(source._placed, {})
-    # A limit the set fits exactly is enough; auto with too little goes to the host.
-    fits = self.decoded_source(self.yuv, placement="devices", device_memory=set_bytes)
-    self.assertEqual(fits.where(mesh_sharding(2).mesh), "replicated")
-    halves = self.decoded_source(self.yuv, placement="devices", device_memory=set_bytes // 2)
-    self.assertEqual(halves.where(mesh_sharding(2).mesh), "sharded")
-    auto = self.decoded_source(self.yuv, placement="auto", device_memory=set_bytes)
-    self.assertEqual(auto.where(mesh_sharding(2).mesh), "host")  # CPU devices: the host's cores
+      where("devices", share - 1)
+    # A budget the set fits exactly is enough; a share, split; less, host under auto.
+    self.assertEqual([where("devices", set_bytes), where("devices", share),
+                      where("split", set_bytes), where("auto", share - 1),
+                      where("auto", set_bytes, platform="cpu"), where("host", set_bytes)],
+                     [decoded.WHOLE, decoded.SPLIT, decoded.SPLIT, decoded.HOST, decoded.HOST,
+                      decoded.HOST])
+    # Devices that report no memory statistics: auto reads on the host, saying why; asked onto
+    # the devices, it goes there unchecked.
+    source.asked = "auto"
+    unknown = source.decide(data=2, platform="gpu", budget=None)
+    self.assertEqual((unknown.where, unknown.why),
+                     (decoded.HOST, "the GPU devices report no memory statistics, so whether "
+                                    "the set fits cannot be known; 'auto' reads it on the host"))
+    self.assertEqual(where("devices", None), decoded.SPLIT)
 
   def test_the_config_names_a_decoded_set_and_bad_values_get_one_sentence(self):
     config = default.get_config()
@@ -299,7 +322,7 @@ class DecodedTest(absltest.TestCase):
       experiment.load_dataset(spec)  # the default 64 does not fit these 32² images
     source = input_pipeline.load(f"decoded:{self.yuv}", image_size=CROP,
                                  decoded_placement=spec.data.decoded_placement)
-    self.assertEqual((source.placement, source.num_train, source.num_classes),
+    self.assertEqual((source.asked, source.num_train, source.num_classes),
                      ("host", TRAIN, CLASSES))
     config.decoded_placement = "gpu"
     with self.assertRaisesRegex(UserError, "decoded_placement"):
@@ -323,6 +346,81 @@ class DecodedTest(absltest.TestCase):
     with self.assertRaisesRegex(UserError, "--size 33 is odd"):
       prepare.prepare(f"folder:{self.folder}", os.path.join(self.tmp, "odd"),
                       image_format="decoded", size=33)
+
+
+class CompileOnceTest(absltest.TestCase):
+  """Training and evaluation compile once: after the first evaluation of a run, nothing is traced,
+  lowered or compiled again — for the JPEG path, the decoded set (on the host and on the
+  devices) made from a folder of real JPEGs, and the in-memory digits."""
+  SIZE = 72  # stored; the tiny models' input is 64²
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.tmp = tempfile.mkdtemp()
+    folder = make_photo_folder(os.path.join(cls.tmp, "photos"))
+    cls.jpegs = os.path.join(cls.tmp, "jpeg")
+    source = f"folder:{folder}"
+    if not WITHOUT_JPEG_PATH:
+      prepare.prepare(source, cls.jpegs, size=cls.SIZE, images_per_shard=10)
+    cls.yuv = os.path.join(cls.tmp, "yuv")
+    prepare.prepare(source, cls.yuv, image_format="decoded", colour="yuv420", size=cls.SIZE)
+
+  def compiles_after_the_first_evaluation(self, **fields) -> list[str]:
+    """The compile events (train._COMPILE_EVENTS) of a 3-step run evaluated after every step,
+    from the end of its first evaluation on."""
+    config = default.get_config()
+    config.update(model="alexnet_owt_tiny", image_size=64, global_batch_size=8,
+                  eval_batch_size=4, num_train_steps=3, log_every_steps=1, eval_every_steps=1,
+                  **fields)
+    heard, evaluated = [], []
+    listen = lambda event, start, end, **_: heard.append((start, event))
+    real_evaluate = train.evaluate
+
+    def evaluate(*args, **kwargs):  # train.py's own evaluation, with its end noted.
+      metrics = real_evaluate(*args, **kwargs)
+      evaluated.append(time.time())
+      return metrics
+
+    jax.monitoring.register_event_time_span_listener(listen)
+    try:
+      with tempfile.TemporaryDirectory() as workdir, \
+          mock.patch.object(train, "evaluate", evaluate):
+        train.train_config(config, workdir)
+    finally:
+      jax.monitoring.unregister_event_time_span_listener(listen)
+    self.assertLen(evaluated, 3)
+    return [event for start, event in heard
+            if event in train._COMPILE_EVENTS and start > evaluated[0]]
+
+  def test_load_dataset_decides_from_the_compiled_steps_memory_before_any_work(self):
+    config = default.get_config()
+    config.update(dataset=f"decoded:{self.yuv}", model="alexnet_owt_tiny", image_size=64,
+                  global_batch_size=8, decoded_placement="devices", parallelism="data")
+    config.mesh.data = 2
+    spec = experiment.resolve(config)
+    step = experiment.step_memory_bytes(spec, num_classes=CLASSES, devices=jax.devices()[:2])
+    # The compiled step holds at least its state: the parameters and their momentum, float32.
+    run = experiment.build(spec, num_classes=CLASSES, channels=3, steps_per_epoch=1,
+                           total_steps=1, abstract=True)
+    params = models.count_params(run.scheme.state.params)
+    self.assertGreater(step, 2 * 4 * params)
+    set_bytes = TRAIN * self.SIZE**2 * 3 // 2
+    # CPU devices give a set half the host's available memory, split over them (two here).
+    for room, where in ((step + set_bytes, decoded.WHOLE),  # the set and the step fit
+                        (step + set_bytes - 1, decoded.SPLIT)):  # the step's bytes are kept
+      with mock.patch.object(decoded, "available_memory_bytes", return_value=2 * 2 * room):
+        self.assertEqual(experiment.load_dataset(spec).placement.where, where)
+
+  def test_nothing_compiles_after_the_first_evaluation(self):
+    sources = {"digits": dict(dataset="digits"),
+               "decoded, host": dict(dataset=f"decoded:{self.yuv}", decoded_placement="host"),
+               "decoded, devices": dict(dataset=f"decoded:{self.yuv}",
+                                        decoded_placement="devices")}
+    if not WITHOUT_JPEG_PATH:
+      sources["jpeg"] = dict(dataset=f"prepared:{self.jpegs}")
+    for name, fields in sources.items():
+      self.assertEqual(self.compiles_after_the_first_evaluation(**fields), [], name)
 
 
 if __name__ == "__main__":

@@ -266,10 +266,11 @@ def device_finish_rate(source, global_batch: int) -> float:
   """Images/s of the on-device crop, flip, lighting and normalisation of a global batch."""
   device = jax.devices()[0]
   sharding = NamedSharding(jax.make_mesh((1,), ("data",), devices=[device]), P("data"))
-  finish, _ = source.device_transforms(sharding, seed=0)
+  finish = source.device_input(sharding, seed=0)
   size = source.manifest.size
   images = jax.device_put(np.zeros((global_batch, size, size, 3), np.uint8), sharding)
-  milliseconds = step_timing.median_ms(lambda: finish(images, 0).block_until_ready(), 10)
+  milliseconds = step_timing.median_ms(
+      lambda: finish.finish_train(images, 0).block_until_ready(), 10)
   return round(global_batch / (milliseconds / 1e3), 1)
 
 
@@ -360,10 +361,11 @@ def decoded_rows(out_root: str, *, batches: int, image_size: int,
   for colour in decoded.COLOURS:
     directory = os.path.join(out_root, colour)
     resident = decoded.DecodedDataset(directory, image_size=image_size, placement="devices")
-    train, _ = resident.device_transforms(sharding, seed=0)
+    finish = resident.device_input(sharding, seed=0)
     batch_rows = jax.device_put(np.random.default_rng(0).integers(
         0, resident.num_train, global_batch).astype(np.int32), sharding)
-    milliseconds = step_timing.median_ms(lambda: train(batch_rows, 0).block_until_ready(), 10)
+    milliseconds = step_timing.median_ms(
+        lambda: finish.finish_train(batch_rows, 0).block_until_ready(), 10)
     rows.append({"source": f"decoded {colour}", "placement": "devices",
                  "image_size": image_size, "stored_size": resident.manifest.size,
                  "global_batch": global_batch,
@@ -374,7 +376,7 @@ def decoded_rows(out_root: str, *, batches: int, image_size: int,
     for threads in (1, os.cpu_count()):
       host = decoded.DecodedDataset(directory, image_size=image_size, placement="host",
                                     threads=threads)
-      host.device_transforms(sharding, seed=0)
+      host.device_input(sharding, seed=0)
       row = {"source": f"decoded {colour}", "placement": "host", "image_size": image_size,
              "global_batch": global_batch, "workers": 0, "threads": threads, "cores": threads,
              "host_work": "gather rows from the memory-mapped file"}

@@ -143,6 +143,18 @@ input_pipeline_feeding = per_row(
     TRACED, rows=lambda result: result["decoded"]["feeding"], optional=(TRACED[0],))
 
 
+# The split placement's exchange, compiled for 8 devices (benchmarks/speed/split_exchange.py).
+input_pipeline_split_exchange = per_row(
+    ("devices", "{data}"), ("global batch", "{global_batch:,}"),
+    ("rows a device owns, MB", lambda r: mb(r["owned_rows_bytes_per_device"])),
+    ("all-to-all per device and round, MB", lambda r: mb(r["collective_bytes_per_device"])),
+    ("÷ owned", "{collective_over_owned:.2f}"),
+    ("rounds per step (mean, max)", "{mean_rounds:.2f}, {max_rounds}"),
+    ("the reduce-scatter of the whole batch, MB",
+     lambda r: mb(r["reduce_scatter_bytes_per_device"])),
+    rows=lambda result: [result["split_exchange"]])
+
+
 def _gpu_host(render):
   """A table of input_pipeline.json's `gpu_host` rows (written there by --under=gpu_host)."""
   return lambda result: render(result["gpu_host"])
@@ -163,4 +175,6 @@ TABLES = {"throughput": (throughput, "throughput.json"),
           "input_pipeline_decoded_prepare": (input_pipeline_decoded_prepare,
                                              "input_pipeline.json"),
           "input_pipeline_decoded": (input_pipeline_decoded, "input_pipeline.json"),
-          "input_pipeline_feeding": (input_pipeline_feeding, "input_pipeline.json")}
+          "input_pipeline_feeding": (input_pipeline_feeding, "input_pipeline.json"),
+          "input_pipeline_split_exchange": (input_pipeline_split_exchange,
+                                            "input_pipeline.json")}
