@@ -7,6 +7,8 @@ import importlib.util
 import json
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 import time
 import unittest
@@ -421,6 +423,84 @@ class CompileOnceTest(absltest.TestCase):
       sources["jpeg"] = dict(dataset=f"prepared:{self.jpegs}")
     for name, fields in sources.items():
       self.assertEqual(self.compiles_after_the_first_evaluation(**fields), [], name)
+
+
+# Each of two processes (jax.distributed on localhost, one CPU device each) reads its own memory
+# (a different amount each, as two hosts would) or its own files, and asks load_dataset where
+# the set goes; it prints the answer.
+_LOAD_IN_A_PROCESS = """
+import json, sys
+from unittest import mock
+import jax
+process, port, directory = int(sys.argv[1]), sys.argv[2], sys.argv[3 + int(sys.argv[1])]
+jax.distributed.initialize(coordinator_address=f"127.0.0.1:{port}", num_processes=2,
+                           process_id=process)
+import experiment
+from configs import default
+from hybrid_parallel.errors import UserError
+from input_pipeline import decoded
+config = default.get_config()
+config.update(dataset=f"decoded:{directory}", model="alexnet_owt_tiny", image_size=64,
+              global_batch_size=8, decoded_placement="devices", parallelism="data")
+config.mesh.data = 2
+spec = experiment.resolve(config, processes=2)
+step = experiment.step_memory_bytes(spec, num_classes=3, devices=jax.devices())
+source = decoded.DecodedDataset(directory, image_size=64)
+# Process 0 has room for the whole set beside the step; process 1 for its share only.
+room = step + (source.set_bytes if process == 0 else source.rows_per_device(2) *
+               source.manifest.bytes_per_image)
+with mock.patch.object(decoded, "available_memory_bytes", return_value=2 * room):
+  try:
+    print(json.dumps(experiment.load_dataset(spec).placement.where))
+  except UserError as e:
+    print(json.dumps(f"error: {e}"))
+"""
+
+
+class ProcessesTest(absltest.TestCase):
+  """What each of two processes reads from its own devices or files, they agree on before
+  deciding anything: real processes on localhost."""
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.tmp = tempfile.mkdtemp()
+    folder = make_photo_folder(os.path.join(cls.tmp, "photos"))
+    cls.yuv = os.path.join(cls.tmp, "yuv")
+    prepare.prepare(f"folder:{folder}", cls.yuv, image_format="decoded", size=72)
+
+  def load_in_two_processes(self, *directories) -> list:
+    from tests.faults_test import ROOT, free_port
+    port = str(free_port())
+    processes = [subprocess.Popen([sys.executable, "-c", _LOAD_IN_A_PROCESS, str(i), port,
+                                   *directories], cwd=ROOT, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True) for i in range(2)]
+    answers = []
+    for process in processes:
+      stdout, stderr = process.communicate(timeout=300)
+      self.assertEqual(process.returncode, 0, stderr[-3000:])
+      answers.append(json.loads(stdout.strip().splitlines()[-1]))
+    return answers
+
+  def test_two_processes_place_the_set_alike_and_refuse_different_copies(self):
+    # Alone, process 0 would hold the whole set and process 1 its share: they run one program,
+    # so both split it (the smaller room decides).
+    self.assertEqual(self.load_in_two_processes(self.yuv, self.yuv), [decoded.SPLIT] * 2)
+    # A copy with fewer images on one host: each process stops with the same sentence.
+    fewer = os.path.join(self.tmp, "fewer")
+    shutil.copytree(self.yuv, fewer)
+    manifest = decoded.Manifest.read(fewer)
+    with open(os.path.join(fewer, decoded.MANIFEST)) as f:
+      fields = json.load(f)
+    fields["examples"]["train"] = 12
+    with open(os.path.join(fewer, decoded.MANIFEST), "w") as f:
+      json.dump(fields, f)
+    os.truncate(os.path.join(fewer, "train.images"), 12 * manifest.bytes_per_image)
+    os.truncate(os.path.join(fewer, "train.labels"), 12 * 4)
+    self.assertEqual(self.load_in_two_processes(self.yuv, fewer),
+                     [f"error: the processes read different copies of decoded:{directory}: "
+                      f"num_train is {TRAIN} on process 0, 12 on process 1; give every process "
+                      f"the same files." for directory in (self.yuv, fewer)])
 
 
 if __name__ == "__main__":
