@@ -18,7 +18,10 @@ layouts:
   rgb     S·S·3 bytes, HWC: exactly the pixels the JPEG path decodes;
   yuv420  S·S bytes of luma (Y), then (S/2)² of Cb and (S/2)² of Cr (JFIF's full-range BT.601,
           the chroma averaged over 2×2 pixels before it is rounded): half the bytes — the chroma
-          sampling ImageNet's JPEGs already have — turned back into RGB on the devices.
+          sampling ImageNet's JPEGs already have — turned back into RGB on the devices as
+          libjpeg-turbo decodes a 4:2:0 JPEG (its "fancy" chroma upsampling, its integer
+          colour conversion): not the RGB pixels, but what a JPEG decoder makes of these planes
+          (docs/input_pipeline.md states how far that is from the JPEG path's pixels).
 
 Reading (`DecodedDataset`, the source `decoded:DIR` of input_pipeline.load): the global batch of
 step s is arrays.batch_indices(N, batch, seed, s), the order of the in-memory and prepared
@@ -76,7 +79,6 @@ CHECKPOINT_IMAGES = 4096
 _TO_YCBCR = np.array([[0.299, 0.587, 0.114],
                       [-0.168735892, -0.331264108, 0.5],
                       [0.5, -0.418687589, -0.081312411]], np.float32)
-_CR_TO_R, _CB_TO_G, _CR_TO_G, _CB_TO_B = 1.402, -0.344136286, -0.714136286, 1.772
 
 
 def bytes_per_image(colour: str, size: int) -> int:
@@ -101,34 +103,63 @@ def encode_pixels(image_HWC: np.ndarray, colour: str) -> np.ndarray:
 
 def row_window(row, top, left, size: int, *, colour: str, stored: int):
   """The size² window at (top, left) of one row of the file (a flat uint8 jax array) as uint8
-  RGB, on the devices. YUV 4:2:0 is turned into RGB on the window only — its luma, and the chroma
-  of the window's pixels, each chroma value repeated over its 2×2 pixels — and rounded to the
-  nearest level as a JPEG decoder rounds: the conversion is per pixel, so the window is the
-  whole image's conversion cut at (top, left), bit for bit, at a fraction of the work."""
+  RGB, on the devices. YUV 4:2:0 is turned into RGB as libjpeg-turbo decodes a 4:2:0 JPEG, in
+  its integer arithmetic (`upsample_chroma`, `ycc_to_rgb`), on the window only: every output
+  pixel depends on its own luma and a few chroma samples around it, so the window is the whole
+  image's conversion cut at (top, left), bit for bit, at a fraction of the work."""
   if colour == "rgb":
     return jax.lax.dynamic_slice(row.reshape(stored, stored, 3), (top, left, 0), (size, size, 3))
   half = stored // 2
   luma = jax.lax.dynamic_slice(row[:stored * stored].reshape(stored, stored), (top, left),
-                               (size, size)).astype(jnp.float32)
-  # The window's rows (and columns) top .. top + size − 1 have chroma rows top // 2 ..
-  # (top + size − 1) // 2: at most size // 2 + 1 of them, from top // 2. The plane is padded
-  # by one row and column so that a block at the far edge is never moved back by
-  # dynamic_slice's clamping (its extra row is cut off again below).
-  block = size // 2 + 1
+                               (size, size))
+  # The window's rows (and columns) top .. top + size − 1 need chroma rows top // 2 − 1 ..
+  # (top + size − 1) // 2 + 1: at most size // 2 + 3 of them from top // 2 − 1. The plane is
+  # padded with its edge values (libjpeg's context rows at the image's edges), one before and
+  # two after, so that such a block never crosses it and dynamic_slice never moves it back.
+  block = size // 2 + 3
 
   def chroma(start):
-    plane = jnp.pad(row[start:start + half * half].reshape(half, half), ((0, 1), (0, 1)),
+    plane = jnp.pad(row[start:start + half * half].reshape(half, half), ((1, 2), (1, 2)),
                     mode="edge")
-    values = jax.lax.dynamic_slice(plane, (top // 2, left // 2), (block, block))
-    values = jnp.repeat(jnp.repeat(values, 2, axis=0), 2, axis=1)
-    return jax.lax.dynamic_slice(values, (top % 2, left % 2), (size, size)).astype(
-        jnp.float32) - jnp.float32(128)
+    samples = jax.lax.dynamic_slice(plane, (top // 2, left // 2), (block, block))
+    return jax.lax.dynamic_slice(upsample_chroma(samples), (top % 2, left % 2), (size, size))
 
-  cb, cr = chroma(stored * stored), chroma(stored * stored + half * half)
-  rgb = jnp.stack([luma + jnp.float32(_CR_TO_R) * cr,
-                   luma + jnp.float32(_CB_TO_G) * cb + jnp.float32(_CR_TO_G) * cr,
-                   luma + jnp.float32(_CB_TO_B) * cb], axis=-1)
-  return jnp.clip(jnp.round(rgb), 0, 255).astype(jnp.uint8)
+  return ycc_to_rgb(luma, chroma(stored * stored), chroma(stored * stored + half * half))
+
+
+def upsample_chroma(samples):
+  """libjpeg-turbo's "fancy" h2v2 upsampling (jdsample.c, h2v2_fancy_upsample) of a block of
+  chroma samples, integers: each output pixel is (9·its sample + 3·the nearer vertical and
+  horizontal neighbours + 1·the diagonal one + 8 or 7) >> 4, summed vertically first. The
+  block's first and last rows and columns serve only as neighbours: for samples of shape
+  (h, w), the output is (2(h − 2), 2(w − 2)), pixel (2i + v, 2j + u) of sample (i + 1, j + 1)."""
+  c = samples.astype(jnp.int32)
+  rows = c.shape[0] - 2
+  # Vertically: 3·sample + the row above (v = 0) or below (v = 1).
+  sums = jnp.stack([3 * c[1:-1] + c[:-2], 3 * c[1:-1] + c[2:]], axis=1).reshape(2 * rows, -1)
+  # Horizontally: 3·sum + the column left (+ 8) or right (+ 7), over 16.
+  up = jnp.stack([(3 * sums[:, 1:-1] + sums[:, :-2] + 8) >> 4,
+                  (3 * sums[:, 1:-1] + sums[:, 2:] + 7) >> 4], axis=2)
+  return up.reshape(2 * rows, -1)
+
+
+# libjpeg's YCbCr → RGB in 16-bit fixed point (jdcolor.c): FIX(x) = round(x · 2¹⁶).
+_SCALE_BITS = 16
+_FIX = {name: int(value * (1 << _SCALE_BITS) + 0.5)
+        for name, value in (("cr_r", 1.40200), ("cb_b", 1.77200), ("cr_g", 0.71414),
+                            ("cb_g", 0.34414))}
+
+
+def ycc_to_rgb(luma, cb, cr):
+  """uint8 RGB of luma and (upsampled) chroma levels, as libjpeg converts (jdcolor.c,
+  ycc_rgb_convert): integer products rounded by adding ½ before the shift, clamped to 0..255."""
+  y = luma.astype(jnp.int32)
+  x_cb, x_cr = cb.astype(jnp.int32) - 128, cr.astype(jnp.int32) - 128
+  half = 1 << (_SCALE_BITS - 1)
+  red = y + ((_FIX["cr_r"] * x_cr + half) >> _SCALE_BITS)
+  green = y + ((-_FIX["cb_g"] * x_cb + half - _FIX["cr_g"] * x_cr) >> _SCALE_BITS)
+  blue = y + ((_FIX["cb_b"] * x_cb + half) >> _SCALE_BITS)
+  return jnp.clip(jnp.stack([red, green, blue], axis=-1), 0, 255).astype(jnp.uint8)
 
 
 def rows_to_rgb(rows_BN, *, colour: str, size: int) -> np.ndarray:
@@ -214,8 +245,9 @@ def prepare(data, out: str, *, source: str, colour: str, size: int, encode_many,
             log=print) -> Manifest:
   """Decodes every image of `data` (prepare.py's inputs) into `out` (the module docstring).
 
-  `encode_many(items)` yields (id, RGB size² uint8 image or None, why not, label) for the
-  (id, encoded image, label) items in order (prepare.py: on every core). `free_disk`: the bytes
+  `encode_many(items)` yields (id, the image's row in the `colour` layout (`encode_pixels`) or
+  None, why not, label) for the (id, encoded image, label) items in order (prepare.py: decoded
+  and laid out on every core). `free_disk`: the bytes
   the disk may take (default: what it has free) — checked, with everything the preparation has
   left to write, before anything is written. `checkpoint_images`: inputs between two progress
   records.
@@ -307,14 +339,13 @@ def _prepare_split(data, out: str, split: str, *, settings: dict, count: int, pr
     stream = data.examples(split, progress["inputs"])
     window_start = time.perf_counter()
     window_inputs = 0
-    for example_id, image, why, label in encode_many(stream):
+    for example_id, row, why, label in encode_many(stream):
       progress["inputs"] += 1
       window_inputs += 1
-      if image is None:
+      if row is None:
         progress["skipped"].append(str(example_id))
         log(f"skipped {example_id}: {why}")
       else:
-        row = encode_pixels(image, settings["colour"])
         os.pwrite(images, row.tobytes(), progress["rows"] * row_bytes)
         os.pwrite(labels, np.int32(label).astype("<i4").tobytes(), progress["rows"] * 4)
         progress["rows"] += 1
