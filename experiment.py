@@ -281,13 +281,13 @@ class FedSteps:
   eval_program: compiler_options.Program  # (variables, inputs, labels, weights)
   held: object  # what the source keeps on the devices (input_pipeline.source.DeviceInput)
 
-  def train(self, state, inputs, labels, step: int):
+  def train(self, state, inputs, labels, *, step: int):
     """`(state, metrics)` of step `step` on the batch the source sent as `inputs`."""
     return self.train_program(state, self.held, inputs, labels, np.int32(step))
 
-  def evaluate(self, variables, inputs, labels, weights):
-    """The eval step's sums over the batch the source sent as `inputs`."""
-    return self.eval_program(variables, inputs, labels, weights)
+  def evaluate(self, variables, batch):
+    """The eval step's sums over `batch`, (inputs, labels, weights) as the source sent them."""
+    return self.eval_program(variables, *batch)
 
 
 def fed_steps(run: Experiment, device_input) -> FedSteps:

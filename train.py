@@ -26,11 +26,11 @@ from hybrid_parallel.errors import UserError
 
 
 def evaluate(eval_step, variables, dataset, *, sharding, batch: int) -> dict[str, float]:
-  """Mean loss, top-1 and top-5 accuracy over the whole test set; `eval_step(variables, inputs,
-  labels, weights)` takes the batches as the source sends them (experiment.FedSteps.evaluate)."""
+  """Mean loss, top-1 and top-5 accuracy over the whole test set; `eval_step(variables, batch)`
+  takes the batches as the source sends them (experiment.FedSteps.evaluate)."""
   sums = None
-  for inputs, labels, weights in input_pipeline.eval_batches(dataset, sharding, batch):
-    out = eval_step(variables, inputs, labels, weights)
+  for batch_of_inputs in input_pipeline.eval_batches(dataset, sharding, batch):
+    out = eval_step(variables, batch_of_inputs)
     # Blocking on the previous sums bounds the steps in flight, as in the training loop.
     sums = out if sums is None else jax.tree.map(jnp.add, jax.block_until_ready(sums), out)
   sums = jax.device_get(sums)
@@ -210,12 +210,12 @@ class _Loop:
     if step == self.first_step:
       state, metrics = self._first_step(state, images, labels, step)
     else:
-      state, metrics = self.job.steps.train(state, images, labels, step)
+      state, metrics = self.job.steps.train(state, images, labels, step=step)
     self.profiler.after(step, metrics)
     done = step + 1
     if self.probe:
       self.probes.append((done, self.job.steps.evaluate(
-          self.job.run.scheme.eval_variables(state), *self.probe)))
+          self.job.run.scheme.eval_variables(state), self.probe)))
     if self.previous:
       # At most two steps in flight. Deeper queues gain nothing and can starve XLA:CPU's thread
       # pool when simulated devices block in a collective's rendezvous (a 40 s abort).
@@ -251,7 +251,7 @@ class _Loop:
     initialisation, the step with its input work) and how long the step itself ran:
     until then a run on a CPU is silent for tens of seconds (minutes for the big configs)."""
     start = time.time()  # the clock of JAX's event spans.
-    state, metrics = self.job.steps.train(state, images, labels, step)
+    state, metrics = self.job.steps.train(state, images, labels, step=step)
     jax.block_until_ready(metrics)
     ran = time.time() - start - self.compiles.seconds(since=start)
     logging.info("compiled in %.1f s; the first step ran in %.2f s.", self.compiles.seconds(),

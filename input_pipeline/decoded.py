@@ -101,7 +101,7 @@ def encode_pixels(image_HWC: np.ndarray, colour: str) -> np.ndarray:
                          for p in (luma, halved(cb), halved(cr))])
 
 
-def row_window(row, top, left, size: int, *, colour: str, stored: int):
+def row_window(row, top, left, *, size: int, colour: str, stored: int):
   """The size² window at (top, left) of one row of the file (a flat uint8 jax array) as uint8
   RGB, on the devices. YUV 4:2:0 is turned into RGB as libjpeg-turbo decodes a 4:2:0 JPEG, in
   its integer arithmetic (`upsample_chroma`, `ycc_to_rgb`), on the window only: every output
@@ -165,7 +165,8 @@ def ycc_to_rgb(luma, cb, cr):
 def rows_to_rgb(rows_BN, *, colour: str, size: int) -> np.ndarray:
   """Whole rows of the file (B × bytes) → uint8 RGB images B×S×S×3 (`row_window` over the
   whole image)."""
-  whole = jax.jit(jax.vmap(lambda row: row_window(row, 0, 0, size, colour=colour, stored=size)))
+  whole = jax.jit(jax.vmap(lambda row: row_window(row, 0, 0, size=size, colour=colour,
+                                                  stored=size)))
   return np.asarray(whole(jnp.asarray(rows_BN)))
 
 
@@ -640,9 +641,10 @@ class DecodedDataset(StepPositioned):
         jax.make_array_from_callback((rows, images.shape[1]), sharding, read))
     devices = sharding.mesh.devices.size
     each = rows * images.shape[1] // shards
-    logging.info("decoded set %s: %s placed on the %d %s devices, %s, in %.1f s (%s).",
+    logging.info("decoded set %s: %s placed on %d %s %s, %s, in %.1f s (%s).",
                  self.directory, _gb(self.set_bytes), devices,
                  sharding.mesh.devices.flat[0].platform.upper(),
+                 "device" if devices == 1 else "devices",
                  "a whole copy on each" if shards == 1 else
                  f"split over {shards} data shards, {_gb(each)} each",
                  time.perf_counter() - start_s, self.placement.why)

@@ -39,7 +39,7 @@ def normalise(x_uint8, mean, scale):
   return (x_uint8.astype(np.float32) - mean) * scale
 
 
-def image_window(image_HWC, top, left, size: int):
+def image_window(image_HWC, top, left, *, size: int):
   """The size² window of a uint8 image at (top, left)."""
   return jax.lax.dynamic_slice(image_HWC, (top, left, 0), (size, size, image_HWC.shape[-1]))
 
@@ -47,13 +47,13 @@ def image_window(image_HWC, top, left, size: int):
 def train_images(images, *, key, image_size: int, stored: tuple[int, int], pca_stddev: float,
                  mean, scale, window=image_window, dtype=jnp.float32):
   """Random crop, flip and lighting of the images (one key per row of `key`): `window(image,
-  top, left, size)` cuts an image's uint8 RGB window; `stored` is the images' (height, width)."""
+  top, left, size=)` cuts an image's uint8 RGB window; `stored` is the images' (height, width)."""
 
   def one(image, row_key):
     crop_key, flip_key, light_key = jax.random.split(row_key, 3)
     top, left = (jax.random.randint(k, (), 0, extent - image_size + 1)
                  for k, extent in zip(jax.random.split(crop_key), stored))
-    crop = window(image, top, left, image_size)
+    crop = window(image, top, left, size=image_size)
     crop = jnp.where(jax.random.bernoulli(flip_key), crop[:, ::-1], crop)
     crop = crop.astype(jnp.float32)  # the lighting shift is fractional
     if pca_stddev > 0 and crop.shape[-1] == 3:
@@ -79,7 +79,7 @@ def eval_images(images, *, image_size: int, stored: tuple[int, int], crops: int,
 
   def crop(corner):
     top, left = imagenet_stats.crop_offset(corner, height=height, width=width, size=image_size)
-    return jax.vmap(lambda image: window(image, top, left, image_size))(images)
+    return jax.vmap(lambda image: window(image, top, left, size=image_size))(images)
 
   if crops == 1:
     return normalise(crop("centre"), mean, scale).astype(dtype)

@@ -72,6 +72,20 @@ def make_photo_folder(root: str) -> str:
   return root
 
 
+MODEL_SIZED = 72  # a stored side for the tiny models' 64² crops
+
+
+def model_sized_sets(root: str, *, jpeg: bool = True) -> tuple[str, str]:
+  """(the JPEG preparation, the decoded YUV set) of a folder of real JPEGs at MODEL_SIZED²; the
+  JPEG one only where asked for and its readers are here."""
+  folder = make_photo_folder(os.path.join(root, "photos"))
+  jpegs, yuv = os.path.join(root, "jpeg"), os.path.join(root, "yuv")
+  if jpeg and not WITHOUT_JPEG_PATH:
+    prepare.prepare(f"folder:{folder}", jpegs, size=MODEL_SIZED, images_per_shard=10)
+  prepare.prepare(f"folder:{folder}", yuv, image_format="decoded", size=MODEL_SIZED)
+  return jpegs, yuv
+
+
 def mesh_sharding(devices: int):
   return NamedSharding(jax.make_mesh((devices,), ("data",), devices=jax.devices()[:devices]),
                        P("data"))
@@ -175,7 +189,7 @@ class DecodedTest(absltest.TestCase):
     half = STORED // 2
     blocks = lambda side: np.kron(rng.integers(0, 256, (side // 8, side // 8)),
                                   np.ones((8, 8))).astype(np.uint8)
-    whole = jax.jit(lambda row, top, left: decoded.row_window(row, top, left, CROP,
+    whole = jax.jit(lambda row, top, left: decoded.row_window(row, top, left, size=CROP,
                                                               colour="yuv420", stored=STORED))
     for _ in range(4):
       luma, cb, cr = blocks(STORED), blocks(half), blocks(half)
@@ -362,46 +376,13 @@ class CompileOnceTest(absltest.TestCase):
   """Training and evaluation compile once: after the first evaluation of a run, nothing is traced,
   lowered or compiled again — for the JPEG path, the decoded set (on the host and on the
   devices) made from a folder of real JPEGs, and the in-memory digits."""
-  SIZE = 72  # stored; the tiny models' input is 64²
+  SIZE = MODEL_SIZED
 
   @classmethod
   def setUpClass(cls):
     super().setUpClass()
     cls.tmp = tempfile.mkdtemp()
-    folder = make_photo_folder(os.path.join(cls.tmp, "photos"))
-    cls.jpegs = os.path.join(cls.tmp, "jpeg")
-    source = f"folder:{folder}"
-    if not WITHOUT_JPEG_PATH:
-      prepare.prepare(source, cls.jpegs, size=cls.SIZE, images_per_shard=10)
-    cls.yuv = os.path.join(cls.tmp, "yuv")
-    prepare.prepare(source, cls.yuv, image_format="decoded", colour="yuv420", size=cls.SIZE)
-
-  def compiles_after_the_first_evaluation(self, **fields) -> list[str]:
-    """The compile events (train._COMPILE_EVENTS) of a 3-step run evaluated after every step,
-    from the end of its first evaluation on."""
-    config = default.get_config()
-    config.update(model="alexnet_owt_tiny", image_size=64, global_batch_size=8,
-                  eval_batch_size=4, num_train_steps=3, log_every_steps=1, eval_every_steps=1,
-                  **fields)
-    heard, evaluated = [], []
-    listen = lambda event, start, end, **_: heard.append((start, event))
-    real_evaluate = train.evaluate
-
-    def evaluate(*args, **kwargs):  # train.py's own evaluation, with its end noted.
-      metrics = real_evaluate(*args, **kwargs)
-      evaluated.append(time.time())
-      return metrics
-
-    jax.monitoring.register_event_time_span_listener(listen)
-    try:
-      with tempfile.TemporaryDirectory() as workdir, \
-          mock.patch.object(train, "evaluate", evaluate):
-        train.train_config(config, workdir)
-    finally:
-      jax.monitoring.unregister_event_time_span_listener(listen)
-    self.assertLen(evaluated, 3)
-    return [event for start, event in heard
-            if event in train._COMPILE_EVENTS and start > evaluated[0]]
+    cls.jpegs, cls.yuv = model_sized_sets(cls.tmp)
 
   def test_load_dataset_decides_from_the_compiled_steps_memory_before_any_work(self):
     config = default.get_config()
@@ -473,9 +454,7 @@ class ProcessesTest(absltest.TestCase):
   def setUpClass(cls):
     super().setUpClass()
     cls.tmp = tempfile.mkdtemp()
-    folder = make_photo_folder(os.path.join(cls.tmp, "photos"))
-    cls.yuv = os.path.join(cls.tmp, "yuv")
-    prepare.prepare(f"folder:{folder}", cls.yuv, image_format="decoded", size=72)
+    _, cls.yuv = model_sized_sets(cls.tmp, jpeg=False)
 
   def load_in_two_processes(self, *directories) -> list:
     from tests.faults_test import ROOT, free_port

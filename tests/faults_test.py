@@ -324,14 +324,11 @@ class MultiProcessTest(absltest.TestCase):
     # hybrid 2×2 with the data axis across the processes, a decoded set of real JPEGs split over
     # it: each process places its devices' share, and the step's all-to-all carries each row to
     # the process whose batch holds it.
-    from input_pipeline import prepare
     from tests import decoded_input_test
     with tempfile.TemporaryDirectory() as tmp:
-      folder = decoded_input_test.make_photo_folder(os.path.join(tmp, "photos"))
-      prepare.prepare(f"folder:{folder}", os.path.join(tmp, "yuv"), image_format="decoded",
-                      size=72)
+      _, yuv = decoded_input_test.model_sized_sets(tmp, jpeg=False)
       self._assert_two_processes_train_like_one(
-          {"num_train_steps": 4, "log_every_steps": 1, "dataset": f"decoded:{tmp}/yuv",
+          {"num_train_steps": 4, "log_every_steps": 1, "dataset": f"decoded:{yuv}",
            "decoded_placement": "split", "global_batch_size": 8, "eval_batch_size": 6},
           then=lambda two: None)
 
