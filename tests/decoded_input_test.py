@@ -384,6 +384,33 @@ class CompileOnceTest(absltest.TestCase):
     cls.tmp = tempfile.mkdtemp()
     cls.jpegs, cls.yuv = model_sized_sets(cls.tmp)
 
+  def compiles_after_the_first_evaluation(self, **fields) -> list[str]:
+    """The compile events (train._COMPILE_EVENTS) of a 3-step run evaluated after every step,
+    from the end of its first evaluation on."""
+    config = default.get_config()
+    config.update(model="alexnet_owt_tiny", image_size=64, global_batch_size=8,
+                  eval_batch_size=4, num_train_steps=3, log_every_steps=1, eval_every_steps=1,
+                  **fields)
+    heard, evaluated = [], []
+    listen = lambda event, start, end, **_: heard.append((start, event))
+    real_evaluate = train.evaluate
+
+    def evaluate(*args, **kwargs):  # train.py's own evaluation, with its end noted.
+      metrics = real_evaluate(*args, **kwargs)
+      evaluated.append(time.time())
+      return metrics
+
+    jax.monitoring.register_event_time_span_listener(listen)
+    try:
+      with tempfile.TemporaryDirectory() as workdir, \
+          mock.patch.object(train, "evaluate", evaluate):
+        train.train_config(config, workdir)
+    finally:
+      jax.monitoring.unregister_event_time_span_listener(listen)
+    self.assertLen(evaluated, 3)
+    return [event for start, event in heard
+            if event in train._COMPILE_EVENTS and start > evaluated[0]]
+
   def test_load_dataset_decides_from_the_compiled_steps_memory_before_any_work(self):
     config = default.get_config()
     config.update(dataset=f"decoded:{self.yuv}", model="alexnet_owt_tiny", image_size=64,
