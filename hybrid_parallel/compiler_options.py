@@ -60,6 +60,7 @@ class Program:
   def __init__(self, fun, mesh, *, tuned: bool = True, outside_mesh: bool = False,
                **jit_kwargs):
     self.mesh, self.tuned, self.outside_mesh = mesh, tuned, outside_mesh
+    self.name = getattr(fun, "__name__", "program")  # what profiles and logs call it
     self.nested = jax.jit(fun, **jit_kwargs)  # what a program that feeds this one calls
     self._jitted = jax.jit(fun, compiler_options=for_mesh(mesh, tuned=tuned) or None,
                            **jit_kwargs)
@@ -80,8 +81,11 @@ class Program:
     The step's input work (gathering rows, converting, augmenting) goes in front of the step
     this way, so that XLA schedules and fuses it with the step instead of running it as
     programs of its own."""
-    return Program(lambda *args: self.nested(*make_arguments(*args)), self.mesh,
-                   tuned=self.tuned, outside_mesh=self.outside_mesh,
+    def fed(*args):
+      return self.nested(*make_arguments(*args))
+
+    fed.__name__ = self.name  # the step keeps its name in profiles (jit_train_step)
+    return Program(fed, self.mesh, tuned=self.tuned, outside_mesh=self.outside_mesh,
                    donate_argnums=donate_argnums)
 
 
