@@ -17,13 +17,15 @@ import types
 
 import jax
 import ml_collections
+import numpy as np
 import optax
 from absl import logging
 from jax.sharding import NamedSharding
 
 import input_pipeline
 import validation
-from hybrid_parallel import layers, models, optim, partitioning, schemes
+from input_pipeline import decoded as decoded_input
+from hybrid_parallel import compiler_options, layers, models, optim, partitioning, schemes
 from hybrid_parallel import mesh as mesh_lib
 from hybrid_parallel.checks import boolean, declared_settings, integer, number, one_of, setting
 from hybrid_parallel.checks import text
@@ -226,8 +228,11 @@ class Experiment:
 
 
 def load_dataset(spec: RunSpec):
-  """The input pipeline's source for the run's data (input_pipeline.load); a decoded set's place
-  (on the devices or the host) is settled here, before any work: a shortfall is a UserError."""
+  """The input pipeline's source for the run's data (input_pipeline.load), what every process
+  read of it agreed; a decoded set's Placement (on the devices, whole or split, or the host) is
+  decided here, once, before any work — from the memory every process's devices have free less
+  what the run's compiled step takes, agreed (the smallest) — and the source carries it from
+  here. A shortfall, or processes that read different sets, is a UserError."""
   data = spec.data
   source = input_pipeline.load(
       data.dataset, image_size=spec.image_size, seed=spec.seed,
@@ -236,14 +241,66 @@ def load_dataset(spec: RunSpec):
       input_shards=data.input_shards, shuffle_buffer=data.shuffle_buffer,
       pca_lighting_std=data.pca_lighting_std, eval_crops=data.eval_crops,
       input_workers=data.input_workers, decoded_placement=data.decoded_placement)
-  if hasattr(source, "settle"):  # a decoded set: does it fit on the devices? Before any work.
-    plan = spec.plan
-    needed = plan.data * plan.model
-    # The devices the mesh will use: the default backend's, or CPU stand-ins where it has too
-    # few (mesh_lib.pick_devices refuses that case itself, unless stand-ins were asked for).
-    devices = jax.devices() if len(jax.devices()) >= needed else jax.devices("cpu")
-    source.settle(devices[:needed], data=plan.data)
-  return source
+  input_pipeline.check_same_everywhere(source)
+  if not hasattr(source, "placed"):
+    return source
+  plan = spec.plan
+  needed = plan.data * plan.model
+  # The devices the mesh will use: the default backend's, or CPU stand-ins where it has too
+  # few (mesh_lib.pick_devices refuses that case itself, unless stand-ins were asked for).
+  devices = (jax.devices() if len(jax.devices()) >= needed else jax.devices("cpu"))[:needed]
+  platform = devices[0].platform
+  budget = None
+  if data.decoded_placement != "host" and not (data.decoded_placement == "auto" and
+                                              platform == "cpu"):
+    # The same on every process (one config, one platform), so every process takes part.
+    local = [d for d in devices if d.process_index == jax.process_index()]
+    free = decoded_input.free_device_bytes(local)
+    if free is not None:
+      free -= step_memory_bytes(spec, num_classes=source.num_classes, devices=devices)
+    budget = input_pipeline.agreed_minimum(free)
+  return source.placed(source.decide(data=plan.data, platform=platform, budget=budget))
+
+
+def step_memory_bytes(spec: RunSpec, *, num_classes: int, devices) -> int:
+  """The device memory the run's compiled train step takes beside a placed set, from XLA's
+  memory analysis of it: its arguments (the state and a batch of the model's input) and outputs
+  (less the donated state they alias), its temporaries and its code."""
+  compiled = lower_train_step(spec, num_classes=num_classes, devices=devices).lowered.compile()
+  memory = compiled.memory_analysis()
+  return (memory.argument_size_in_bytes + memory.output_size_in_bytes
+          - memory.alias_size_in_bytes + memory.temp_size_in_bytes
+          + memory.generated_code_size_in_bytes)
+
+
+@dataclasses.dataclass(frozen=True)
+class FedSteps:
+  """The run's train and eval steps, each ONE program with the source's input work in front of
+  it (`fed_steps`): made once per run, so that training and every evaluation compile once."""
+  train_program: compiler_options.Program  # (state, held, inputs, labels, step)
+  eval_program: compiler_options.Program  # (variables, inputs, labels, weights)
+  held: object  # what the source keeps on the devices (input_pipeline.source.DeviceInput)
+
+  def train(self, state, inputs, labels, *, step: int):
+    """`(state, metrics)` of step `step` on the batch the source sent as `inputs`."""
+    return self.train_program(state, self.held, inputs, labels, np.int32(step))
+
+  def evaluate(self, variables, batch):
+    """The eval step's sums over `batch`, (inputs, labels, weights) as the source sent them."""
+    return self.eval_program(variables, *batch)
+
+
+def fed_steps(run: Experiment, device_input) -> FedSteps:
+  """The run's steps fed by a source's `device_input` (input_pipeline.source.DeviceInput): the
+  rows are gathered, converted and augmented inside the step's program, into the model's dtype
+  (the step's own compiler options, donation and layouts unchanged)."""
+  train = run.scheme.train_step.fed(
+      lambda state, held, inputs, labels, step: (state, device_input.train(held, inputs, step),
+                                                 labels), donate_argnums=0)
+  evaluate = run.eval_step.fed(
+      lambda variables, inputs, labels, weights: (variables, device_input.evaluate(inputs),
+                                                  labels, weights))
+  return FedSteps(train, evaluate, device_input.held)
 
 
 def steps_to_train(spec: RunSpec, steps_per_epoch: int) -> int:

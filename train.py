@@ -26,10 +26,11 @@ from hybrid_parallel.errors import UserError
 
 
 def evaluate(eval_step, variables, dataset, *, sharding, batch: int) -> dict[str, float]:
-  """Mean loss, top-1 and top-5 accuracy over the whole test set."""
+  """Mean loss, top-1 and top-5 accuracy over the whole test set; `eval_step(variables, batch)`
+  takes the batches as the source sends them (experiment.FedSteps.evaluate)."""
   sums = None
-  for images, labels, weights in input_pipeline.eval_batches(dataset, sharding, batch):
-    out = eval_step(variables, images, labels, weights)
+  for batch_of_inputs in input_pipeline.eval_batches(dataset, sharding, batch):
+    out = eval_step(variables, batch_of_inputs)
     # Blocking on the previous sums bounds the steps in flight, as in the training loop.
     sums = out if sums is None else jax.tree.map(jnp.add, jax.block_until_ready(sums), out)
   sums = jax.device_get(sums)
@@ -83,6 +84,7 @@ def train_and_evaluate(spec: experiment.RunSpec, workdir: str) -> dict[str, floa
     restored = checkpointer.restore_latest(job.run.scheme.state)
     if restored and restored.step >= job.total_steps:
       return _report_finished(job, restored, workdir=workdir)
+    job = job.fed()  # the training set placed where its source keeps it, the steps made.
     if restored:
       logging.info("resumed from the checkpoint at step %d (written by %s on a %s mesh); the "
                    "data continue from position %s.", restored.step,
@@ -118,6 +120,9 @@ class _Job:
   dataset: object  # an input_pipeline source.
   steps_per_epoch: int
   total_steps: int
+  # The train and eval steps with the source's input work inside (experiment.fed_steps); until
+  # `fed`, the eval step only (a finished run's evaluation places nothing).
+  steps: experiment.FedSteps
 
   @classmethod
   def start(cls, spec: experiment.RunSpec) -> "_Job":
@@ -137,14 +142,21 @@ class _Job:
                  "epoch), %s parameters", spec.model.name, plan.scheme, plan.data, plan.model,
                  devices[0].platform, spec.global_batch_size, total_steps, steps_per_epoch,
                  f"{models.count_params(evaluated['params']):,}")
-    return cls(spec, run, dataset, steps_per_epoch, total_steps)
+    return cls(spec, run, dataset, steps_per_epoch, total_steps,
+               _fed_steps(spec, run, dataset, place=False))
+
+  def fed(self) -> "_Job":
+    """This job with its training set placed and its train step made (`steps`)."""
+    return dataclasses.replace(self, steps=_fed_steps(self.spec, self.run, self.dataset,
+                                                      place=True))
 
   def evaluate(self, state) -> dict[str, float]:
-    return evaluate(self.run.eval_step, self.run.scheme.eval_variables(state), self.dataset,
+    return evaluate(self.steps.evaluate, self.run.scheme.eval_variables(state), self.dataset,
                     sharding=self.run.batch_sharding, batch=self.spec.eval_batch_size)
 
   def probe_batch(self):
-    """The first `probe_examples` training images as one evaluation batch on the devices."""
+    """The first `probe_examples` training images as one evaluation batch on the devices, as the
+    source sends it."""
     examples = self.spec.loop.probe_examples
     if examples > self.dataset.num_train:
       raise UserError(f"probe_examples {examples} is more than the {self.dataset.num_train} "
@@ -152,6 +164,15 @@ class _Job:
     (batch,) = input_pipeline.eval_batches(self.dataset.probe(examples),
                                            self.run.batch_sharding, examples)
     return batch
+
+
+def _fed_steps(spec: experiment.RunSpec, run: experiment.Experiment, dataset, *,
+               place: bool) -> experiment.FedSteps:
+  """The run's steps fed by `dataset` (`place`: its training set placed on the devices, where
+  it goes there; else the eval step only)."""
+  device_input = dataset.device_input(run.batch_sharding, seed=spec.seed,
+                                      dtype=models.DTYPES[spec.model.dtype], place=place)
+  return experiment.fed_steps(run, device_input)
 
 
 class _Loop:
@@ -187,14 +208,14 @@ class _Loop:
     loop, total = self.job.spec.loop, self.job.total_steps
     self.profiler.before(step)
     if step == self.first_step:
-      state, metrics = self._first_step(state, images, labels)
+      state, metrics = self._first_step(state, images, labels, step)
     else:
-      state, metrics = self.job.run.scheme.train_step(state, images, labels)
+      state, metrics = self.job.steps.train(state, images, labels, step=step)
     self.profiler.after(step, metrics)
     done = step + 1
     if self.probe:
-      self.probes.append((done, self.job.run.eval_step(self.job.run.scheme.eval_variables(state),
-                                                       *self.probe)))
+      self.probes.append((done, self.job.steps.evaluate(
+          self.job.run.scheme.eval_variables(state), self.probe)))
     if self.previous:
       # At most two steps in flight. Deeper queues gain nothing and can starve XLA:CPU's thread
       # pool when simulated devices block in a collective's rendezvous (a 40 s abort).
@@ -225,12 +246,12 @@ class _Loop:
       self.window_start = time.perf_counter()  # evaluation time is not training throughput.
     return state
 
-  def _first_step(self, state, images, labels):
+  def _first_step(self, state, images, labels, step: int):
     """The first step, and how long JAX compiled since the run said it compiles (the parameters'
-    initialisation, the input's device transforms, the step) and how long the step itself ran:
+    initialisation, the step with its input work) and how long the step itself ran:
     until then a run on a CPU is silent for tens of seconds (minutes for the big configs)."""
     start = time.time()  # the clock of JAX's event spans.
-    state, metrics = self.job.run.scheme.train_step(state, images, labels)
+    state, metrics = self.job.steps.train(state, images, labels, step=step)
     jax.block_until_ready(metrics)
     ran = time.time() - start - self.compiles.seconds(since=start)
     logging.info("compiled in %.1f s; the first step ran in %.2f s.", self.compiles.seconds(),

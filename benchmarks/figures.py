@@ -120,12 +120,25 @@ def _asgd8(key: str):
   return figure
 
 
+def _yuv420_vs_jpeg_path(key: str):
+  """How far a YUV 4:2:0 set lies from the JPEG path's pixels, in levels (input_pipeline.json's
+  decoded preparation rows)."""
+  def figure(results):
+    row = _find(results["decoded"]["decoded_prepare"], colour="yuv420")
+    return f"{row['levels_vs_jpeg_path'][key]:g}"
+  return figure
+
+
 FIGURES = {
     # The quick start: `python main.py --config=configs/hybrid4.py` from scratch.
     "table1.hybrid4.wall_clock": (_table1("hybrid4", "wall_clock_s"), "table1.json"),
     "table1.hybrid4.top1": (_table1("hybrid4", "eval_top1"), "table1.json"),
     "table1.machine": (_of_record("machine"), "table1.json"),
     "table1.date": (_of_record("date"), "table1.json"),
+    # The decoded set's YUV 4:2:0 layout against the JPEG path's pixels.
+    **{f"input_pipeline.yuv420_vs_jpeg_path.{key}": (_yuv420_vs_jpeg_path(key),
+                                                      "input_pipeline.json")
+       for key in ("mean", "p99", "max")},
     # One GPU.
     "gpu.owt_bf16_512.images_per_sec": (
         _gpu_step("alexnet_owt", "bfloat16", 512, "images_per_sec"), "gpu.json"),

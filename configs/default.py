@@ -100,10 +100,11 @@ def get_config() -> ml_collections.ConfigDict:
   config.tfds_download = True
   config.input_workers = 0
   # Or decoded:DIR, a dataset decoded once (`python -m input_pipeline.prepare --format=decoded`):
-  # "auto" holds it in an accelerator's memory where it fits (a copy per device, else each device
-  # its share over the data axis), else (and on CPUs) gathers batches from its memory-mapped file
-  # on host threads;
-  # "devices" or "host" forces either (docs/input_pipeline.md says which fits which machine).
+  # "auto" holds it in an accelerator's memory where it fits beside the compiled step (a copy per
+  # device, else each device its share over the data axis), else (and on CPUs, and on devices
+  # that report no memory statistics) gathers batches from its memory-mapped file on host
+  # threads; "devices" or "host" forces either, "split" the share per device even where a copy
+  # would fit (docs/input_pipeline.md says which fits which machine).
   config.decoded_placement = "auto"
   # tfds datasets only. Each split is read in input_shards even shards, one slice of every batch
   # each; processes read disjoint shards, so the number of processes must divide input_shards

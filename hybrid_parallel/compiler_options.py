@@ -18,6 +18,8 @@ CPU (XLA:CPU, jaxlib 0.10):
 GPU and TPU: none (XLA's defaults).
 """
 
+import contextlib
+
 import jax
 
 # Only YNNPACK's matmul fusions (XLA's default also sends it every convolution).
@@ -37,9 +39,54 @@ def for_mesh(mesh, *, tuned: bool = True) -> dict[str, str]:
   return {}
 
 
-def jit(fun, mesh, *, tuned: bool = True, **jit_kwargs):
-  """`jax.jit(fun, **jit_kwargs)` with the step options of `mesh`'s platform."""
-  return jax.jit(fun, compiler_options=for_mesh(mesh, tuned=tuned) or None, **jit_kwargs)
+def jit(fun, mesh, *, tuned: bool = True, outside_mesh: bool = False,
+        **jit_kwargs) -> "Program":
+  """`jax.jit(fun, **jit_kwargs)` with the step options of `mesh`'s platform, as a `Program`
+  (`outside_mesh`: see Program)."""
+  return Program(fun, mesh, tuned=tuned, outside_mesh=outside_mesh, **jit_kwargs)
+
+
+class Program:
+  """A jitted step or evaluation: called and lowered like `jax.jit(fun)`, with the compiler
+  options of its mesh's platform — and `fed`, the same function with what makes its inputs in
+  front of it, compiled as ONE program (XLA takes compiler options on the outermost jit only, so
+  the step's own jit nests there without them).
+
+  `outside_mesh`: called and lowered with no mesh set (`jax.set_mesh(None)`): pmap traces its
+  function in a shard_map over a one-axis mesh of its own, which JAX refuses to nest in the
+  caller's `jax.set_mesh(...)` context (the training loop runs inside one).
+  """
+
+  def __init__(self, fun, mesh, *, tuned: bool = True, outside_mesh: bool = False,
+               **jit_kwargs):
+    self.mesh, self.tuned, self.outside_mesh = mesh, tuned, outside_mesh
+    self.name = getattr(fun, "__name__", "program")  # what profiles and logs call it
+    self.nested = jax.jit(fun, **jit_kwargs)  # what a program that feeds this one calls
+    self._jitted = jax.jit(fun, compiler_options=for_mesh(mesh, tuned=tuned) or None,
+                           **jit_kwargs)
+
+  def _context(self):
+    return jax.set_mesh(None) if self.outside_mesh else contextlib.nullcontext()
+
+  def __call__(self, *args):
+    with self._context():
+      return self._jitted(*args)
+
+  def lower(self, *args) -> jax.stages.Lowered:
+    with self._context():
+      return self._jitted.lower(*args)
+
+  def fed(self, make_arguments, *, donate_argnums=()) -> "Program":
+    """One program: `make_arguments(*args)` gives this program's arguments, from which it runs.
+    The step's input work (gathering rows, converting, augmenting) goes in front of the step
+    this way, so that XLA schedules and fuses it with the step instead of running it as
+    programs of its own."""
+    def fed(*args):
+      return self.nested(*make_arguments(*args))
+
+    fed.__name__ = self.name  # the step keeps its name in profiles (jit_train_step)
+    return Program(fed, self.mesh, tuned=self.tuned, outside_mesh=self.outside_mesh,
+                   donate_argnums=donate_argnums)
 
 
 def jit_initializer(fun, where, **jit_kwargs):

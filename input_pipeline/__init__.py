@@ -15,8 +15,9 @@
 
 Every source implements one interface (source.py). It yields, for this process's rows of every
 global batch, (images, labels, position): NHWC images (float32 from tfds; uint8 from the
-prepared sources; row numbers of the training images the devices hold, from the in-memory ones;
-finished on the devices by the source's `device_transforms`),
+prepared sources; row numbers of the training images the devices hold, from the in-memory ones
+and a decoded set on the devices — finished on the devices, inside the step's own program, by
+the source's `device_input`),
 int32 labels and the *position* after the batch — what a checkpoint stores so that a restart
 continues with the next batch (for the array and prepared sources, the step number; for tfds,
 every input shard's stream position). The global batch of a step depends only on the seed and
@@ -49,8 +50,9 @@ TFDS_NAMES = ("imagenet2012", "imagenette/320px-v2", "cifar10", "cifar100", "mni
 IMAGENET_STYLE = ("imagenet2012", "imagenette/320px-v2")  # ten-crop evaluation applies to these.
 PREPARED = "prepared:"
 DECODED = "decoded:"
-# Where a decoded set goes: the devices where it fits, else the host (auto), or either forced.
-DECODED_PLACEMENTS = ("auto", "devices", "host")
+# Where a decoded set goes: the devices where it fits, else the host (auto), or one forced
+# (split: on the devices, split over the data axis even where a whole copy fits).
+DECODED_PLACEMENTS = ("auto", "devices", "split", "host")
 EVAL_CROPS = (1, 10)  # the centre crop, or Krizhevsky's ten crops with their softmaxes averaged.
 
 
@@ -212,16 +214,17 @@ def start_position(source, step: int, global_batch: int, *, saved=None):
 
 def train_iterator(source, sharding: NamedSharding, global_batch: int, *, seed: int, position,
                    prefetch: int = 2):
-  """Yields (images, labels, position) of consecutive steps as global arrays.
+  """Yields (inputs, labels, position) of consecutive steps as global arrays laid out as
+  `sharding`: the inputs are what the source's `device_input` finishes inside the step.
 
   A background thread reads the host batches and starts their transfers up to `prefetch` batches
-  ahead of the step that takes them (transfers, not computations: they add no step in flight; a
-  batch is finished on the devices as it is handed out); a source whose batches are images of
-  a size worth it (`transfer_threads` > 1: the prepared images, the decoded set gathered on the
-  host) has that many transfers in flight at once, staged in pinned host memory. The batches and positions are
-  those of the host iterator, in its order: reading ahead changes nothing a checkpoint records.
+  ahead of the step that takes them (transfers, not computations: they add no step in flight); a
+  source whose batches are images of a size worth it (`transfer_threads` > 1: the prepared
+  images, the decoded set gathered on the host) has that many transfers in flight at once,
+  staged in pinned host memory. The batches and positions are those of the host iterator, in
+  its order: reading ahead changes nothing a checkpoint records. A source that places data on
+  the devices has done so in its `device_input`, before this is called.
   """
-  finish, _ = source.device_transforms(sharding, seed=seed)  # places a resident set first.
   host = source.train_batches(global_batch, seed=seed, position=position,
                               shard=process_rows(sharding, global_batch))
   transfers = getattr(source, "transfer_threads", 1)
@@ -239,10 +242,7 @@ def train_iterator(source, sharding: NamedSharding, global_batch: int, *, seed: 
   # Closed in this order: the producer thread stops, then the source (its worker processes).
   with (contextlib.closing(host), contextlib.closing(on_device),
         contextlib.closing(in_background(on_device, depth=prefetch)) as ready):
-    for images, labels, next_position in ready:
-      # A step-positioned source's batch of step s is followed by position s + 1.
-      step = next_position - 1 if source.positions_are_steps else None
-      yield finish(images, step), labels, next_position
+    yield from ready
 
 
 _END = object()  # what the producer puts after the last item.
@@ -289,12 +289,40 @@ def in_background(items, *, depth: int):
 
 
 def eval_batches(source, sharding: NamedSharding, batch: int):
-  """Yields (images, labels, weights) over the evaluation split as global arrays; padding
-  images have weight 0."""
-  _, finish = source.device_transforms(sharding, seed=0)
+  """Yields (inputs, labels, weights) over the evaluation split as global arrays (the inputs
+  finished by the source's `device_input`, inside the eval step); padding images have weight
+  0."""
   for host_batch in source.eval_batches(batch, process_rows(sharding, batch)):
-    images, labels, weights = to_global(sharding, *host_batch, global_batch=batch)
-    yield finish(images), labels, weights
+    yield to_global(sharding, *host_batch, global_batch=batch)
+
+
+def agreed_minimum(value: int | None) -> int | None:
+  """The smallest of every process's `value` (None, a value unknown, wins): what one process
+  read from its own devices, made the same decision everywhere."""
+  if jax.process_count() == 1:
+    return value
+  everyone = multihost_utils.process_allgather(np.int64(-1 if value is None else value))
+  return None if np.any(everyone < 0) else int(np.min(everyone))
+
+
+# What a process reads of a source from its own files or metadata, and all must agree on.
+_AGREED = ("num_train", "num_eval", "num_classes", "channels")
+
+
+def check_same_everywhere(source) -> None:
+  """One UserError unless every process read the same sizes of `source` (its counts of images
+  and classes): processes that disagree would run different programs, or the same program on
+  different rows, and hang or silently differ."""
+  if jax.process_count() == 1:
+    return
+  names = [name for name in _AGREED if hasattr(source, name)]
+  mine = np.array([getattr(source, name) for name in names], np.int64)
+  everyone = multihost_utils.process_allgather(mine)
+  for i, name in enumerate(names):
+    if len(set(everyone[:, i].tolist())) > 1:
+      values = ", ".join(f"{v} on process {p}" for p, v in enumerate(everyone[:, i].tolist()))
+      raise UserError(f"the processes read different copies of {source.name}: {name} is "
+                      f"{values}; give every process the same files.")
 
 
 def global_position(position):

@@ -11,8 +11,8 @@ Datasets (`name`):
 
 Every dataset is held as uint8 NHWC at the model's input size (resized once, at load), on every
 process, and normalised with the training set's per-channel mean and std on the devices. The
-training images are copied to every device once, at the first training batch, and a training
-batch leaves the host as its row numbers: the devices gather and normalise the rows. (Copying
+training images are copied to every device once, before the first step, and a training batch
+leaves the host as its row numbers: the step's program gathers and normalises the rows. (Copying
 each batch's images from the host instead held the trainer to a third of the bare step's rate on
 an H100 — 22,000 images/s of 224² against 64,000-80,000, the gather and the host-to-device copy
 of 150 KB per image — and normalising them in NumPy was slower still.) Evaluation batches leave
@@ -31,21 +31,16 @@ import itertools
 import os
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec
 
 from hybrid_parallel.errors import UserError
-from input_pipeline.source import StepPositioned
+from input_pipeline.device_augment import gather_rows, lay_out, normalise
+from input_pipeline.source import DeviceInput, StepPositioned
 
 DIGITS_TEST_EXAMPLES = 360
 DIGITS_SPLIT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "digits_split.npz")
-
-
-def normalise(x_uint8, mean, scale):
-  """uint8 images → float32, per channel: (x − mean) · scale (scale = 1 / std); NumPy or jax
-  arrays alike, with the same bits: the input pipeline runs it on the devices, where XLA would
-  not divide as NumPy does (it multiplies by a reciprocal), so the reciprocal is taken once, here."""
-  return (x_uint8.astype(np.float32) - mean) * scale
 
 
 @dataclasses.dataclass
@@ -86,7 +81,7 @@ class Dataset(StepPositioned):
 
   def train_batches(self, global_batch: int, *, seed: int, position: int, shard: slice):
     """Yields this process's rows (`shard` of each global batch) from step `position` on: their
-    row numbers in the training set (the devices hold its images: device_transforms) and
+    row numbers in the training set (the devices hold its images: device_input) and
     labels."""
     for step in itertools.count(position):
       rows = train_indices(self, global_batch, seed=seed, step=step)[shard]
@@ -101,22 +96,24 @@ class Dataset(StepPositioned):
       idx = np.minimum(idx, n - 1)[shard]
       yield self.x_test[idx], self.y_test[idx], weights[shard]
 
-  def device_transforms(self, sharding, *, seed: int):
-    """(train, eval) on the devices: train gathers a batch's rows from the training images (on
-    every device of `sharding`'s mesh, copied at its first call) and normalises them; eval
-    normalises uint8 images."""
+  def device_input(self, sharding, *, seed: int, dtype=jnp.float32,
+                   place: bool = True) -> DeviceInput:
+    """Copies the training images to every device of `sharding`'s mesh (now), and finishes a
+    training batch by gathering its rows from them and normalising; an evaluation batch arrives
+    as uint8 images and is normalised (`place`: see source.Source)."""
     del seed
     mean, scale = self.mean, self.scale  # once, not per batch.
-    # The gathered batch is sharded as the rows are (said, for meshes of explicit axes).
-    gather = jax.jit(lambda x, rows: normalise(x.at[rows].get(out_sharding=sharding), mean,
-                                               scale), out_shardings=sharding)
-    finish = jax.jit(normalise, out_shardings=sharding)
+    evaluate = lambda images: normalise(lay_out(images, sharding), mean, scale).astype(dtype)
+    if not place:
+      return DeviceInput(train=None, evaluate=evaluate)
     everywhere = NamedSharding(sharding.mesh, PartitionSpec())
     # Every process holds the whole set, so each supplies its own devices' copies.
-    on_devices = functools.cache(lambda: jax.make_array_from_callback(
-        self.x_train.shape, everywhere, lambda index: self.x_train[index]))
-    return (lambda rows, step: gather(on_devices(), rows),
-            lambda images: finish(images, mean, scale))
+    held = jax.make_array_from_callback(self.x_train.shape, everywhere,
+                                        lambda index: self.x_train[index])
+    return DeviceInput(
+        train=lambda x, rows, step: normalise(gather_rows(x, rows, sharding), mean,
+                                              scale).astype(dtype),
+        evaluate=evaluate, held=held)
 
 
 def _resize(x: np.ndarray, size: int) -> np.ndarray:

@@ -18,28 +18,40 @@ layouts:
   rgb     S·S·3 bytes, HWC: exactly the pixels the JPEG path decodes;
   yuv420  S·S bytes of luma (Y), then (S/2)² of Cb and (S/2)² of Cr (JFIF's full-range BT.601,
           the chroma averaged over 2×2 pixels before it is rounded): half the bytes — the chroma
-          sampling ImageNet's JPEGs already have — turned back into RGB on the devices.
+          sampling ImageNet's JPEGs already have — turned back into RGB on the devices as
+          libjpeg-turbo decodes a 4:2:0 JPEG (its "fancy" chroma upsampling, its integer
+          colour conversion): not the RGB pixels, but what a JPEG decoder makes of these planes
+          (docs/input_pipeline.md states how far that is from the JPEG path's pixels).
 
 Reading (`DecodedDataset`, the source `decoded:DIR` of input_pipeline.load): the global batch of
 step s is arrays.batch_indices(N, batch, seed, s), the order of the in-memory and prepared
 sources — a pure function of (seed, s), so the position a checkpoint stores is the step and the
-batches are the same on any mesh and process count. Where the set goes (`placement`):
-  devices  placed in device memory once — a whole copy on every device where one fits, else
-           each device holds its share of the rows over the mesh's "data" axis (its process
-           reads only those) — and each batch leaves the host as row numbers: the jitted
-           program gathers the rows (from the other devices' shares with one reduce-scatter
-           over "data" when the set is split), turns YUV into RGB, crops, flips, lights and
-           normalises them (device_augment.py), as the in-memory sets are gathered;
+batches are the same on any mesh and process count. Where the set goes (`placement`, decided once
+by experiment.load_dataset — every process's reading agreed — and placed before the first step,
+saying so in the log with its size, where and the seconds it took):
+  devices  in device memory: a whole copy on every device where one fits, else each device
+           holds its share of the rows over the mesh's "data" axis (its process reads only
+           those); the step's own program gathers the rows — from the whole copy by row number,
+           or, split, each device receiving only its batch rows in an all-to-all over "data"
+           planned on the host (exchange.py) — turns YUV into RGB on each crop's window only,
+           crops, flips, lights and normalises them (device_augment.py), as the in-memory sets
+           are gathered;
+  split    on the devices, split over "data" even where a whole copy would fit (memory for a
+           larger model);
   host     gathered from the memory-mapped file by host threads into whole batches, several
            host→device transfers in flight (through pinned host memory where the backend has
-           it; the CPU backend has none, and there a transfer is a copy), finished on the
-           devices the same way;
-  auto     devices where the set fits in the devices' free memory less `RESERVE_BYTES` for the
-           model, else host; host on CPU devices (the host's own cores).
+           it; the CPU backend has none, and there a transfer is a copy), finished inside the
+           step the same way;
+  auto     devices where the set fits in the memory each device has free less what the run's
+           compiled step takes (XLA's memory analysis), else host; host on CPU devices (the
+           host's own cores) and on devices that report no memory statistics.
 """
 
 import concurrent.futures
+import copy
 import dataclasses
+import functools
+import itertools
 import json
 import os
 import shutil
@@ -48,20 +60,18 @@ import time
 import jax
 import jax.numpy as jnp
 import numpy as np
+from absl import logging
 from jax.sharding import NamedSharding, PartitionSpec
 
 from hybrid_parallel.errors import UserError
-from input_pipeline import DECODED_PLACEMENTS, arrays, device_augment, imagenet_stats, prepared
-from input_pipeline.source import StepPositioned
+from input_pipeline import DECODED_PLACEMENTS, arrays, device_augment, exchange, imagenet_stats
+from input_pipeline import prepared
+from input_pipeline.source import DeviceInput, StepPositioned
 
 MANIFEST = "decoded.json"
 COLOURS = ("yuv420", "rgb")
 SPLITS = ("train", "eval")
 PLACEMENTS = DECODED_PLACEMENTS
-# Device memory kept for the model beside a resident set: the largest AlexNet training program
-# measured on one H200 took 4.7 GiB (float32, batch 512: docs/gpu.json's program_gib), and
-# evaluation and XLA's scratch come on top; 8 GiB covers them with room to spare.
-RESERVE_BYTES = 8 * 2**30
 # Images decoded between two progress records: what a stopped preparation does again at most.
 CHECKPOINT_IMAGES = 4096
 
@@ -69,7 +79,6 @@ CHECKPOINT_IMAGES = 4096
 _TO_YCBCR = np.array([[0.299, 0.587, 0.114],
                       [-0.168735892, -0.331264108, 0.5],
                       [0.5, -0.418687589, -0.081312411]], np.float32)
-_CR_TO_R, _CB_TO_G, _CR_TO_G, _CB_TO_B = 1.402, -0.344136286, -0.714136286, 1.772
 
 
 def bytes_per_image(colour: str, size: int) -> int:
@@ -92,27 +101,73 @@ def encode_pixels(image_HWC: np.ndarray, colour: str) -> np.ndarray:
                          for p in (luma, halved(cb), halved(cr))])
 
 
-def rows_to_rgb(rows_BN, *, colour: str, size: int):
-  """Rows of the file (B × bytes) → uint8 RGB images B×S×S×3, on the devices (jax) or NumPy
-  alike: YUV 4:2:0's chroma repeated over its 2×2 pixels, converted, rounded to the nearest level
-  as a JPEG decoder rounds."""
-  xp = jnp if isinstance(rows_BN, jax.Array) else np
-  batch = rows_BN.shape[0]
+def row_window(row, top, left, *, size: int, colour: str, stored: int):
+  """The size² window at (top, left) of one row of the file (a flat uint8 jax array) as uint8
+  RGB, on the devices. YUV 4:2:0 is turned into RGB as libjpeg-turbo decodes a 4:2:0 JPEG, in
+  its integer arithmetic (`upsample_chroma`, `ycc_to_rgb`), on the window only: every output
+  pixel depends on its own luma and a few chroma samples around it, so the window is the whole
+  image's conversion cut at (top, left), bit for bit, at a fraction of the work."""
   if colour == "rgb":
-    return rows_BN.reshape(batch, size, size, 3)
-  half = size // 2
-  luma = rows_BN[:, :size * size].reshape(batch, size, size).astype(xp.float32)
+    return jax.lax.dynamic_slice(row.reshape(stored, stored, 3), (top, left, 0), (size, size, 3))
+  half = stored // 2
+  luma = jax.lax.dynamic_slice(row[:stored * stored].reshape(stored, stored), (top, left),
+                               (size, size))
+  # The window's rows (and columns) top .. top + size − 1 need chroma rows top // 2 − 1 ..
+  # (top + size − 1) // 2 + 1: at most size // 2 + 3 of them from top // 2 − 1. The plane is
+  # padded with its edge values (libjpeg's context rows at the image's edges), one before and
+  # two after, so that such a block never crosses it and dynamic_slice never moves it back.
+  block = size // 2 + 3
 
   def chroma(start):
-    plane = rows_BN[:, start:start + half * half].reshape(batch, half, half)
-    plane = xp.repeat(xp.repeat(plane, 2, axis=1), 2, axis=2)
-    return plane.astype(xp.float32) - xp.float32(128)
+    plane = jnp.pad(row[start:start + half * half].reshape(half, half), ((1, 2), (1, 2)),
+                    mode="edge")
+    samples = jax.lax.dynamic_slice(plane, (top // 2, left // 2), (block, block))
+    return jax.lax.dynamic_slice(upsample_chroma(samples), (top % 2, left % 2), (size, size))
 
-  cb, cr = chroma(size * size), chroma(size * size + half * half)
-  rgb = xp.stack([luma + xp.float32(_CR_TO_R) * cr,
-                  luma + xp.float32(_CB_TO_G) * cb + xp.float32(_CR_TO_G) * cr,
-                  luma + xp.float32(_CB_TO_B) * cb], axis=-1)
-  return xp.clip(xp.round(rgb), 0, 255).astype(xp.uint8)
+  return ycc_to_rgb(luma, chroma(stored * stored), chroma(stored * stored + half * half))
+
+
+def upsample_chroma(samples):
+  """libjpeg-turbo's "fancy" h2v2 upsampling (jdsample.c, h2v2_fancy_upsample) of a block of
+  chroma samples, integers: each output pixel is (9·its sample + 3·the nearer vertical and
+  horizontal neighbours + 1·the diagonal one + 8 or 7) >> 4, summed vertically first. The
+  block's first and last rows and columns serve only as neighbours: for samples of shape
+  (h, w), the output is (2(h − 2), 2(w − 2)), pixel (2i + v, 2j + u) of sample (i + 1, j + 1)."""
+  c = samples.astype(jnp.int32)
+  rows = c.shape[0] - 2
+  # Vertically: 3·sample + the row above (v = 0) or below (v = 1).
+  sums = jnp.stack([3 * c[1:-1] + c[:-2], 3 * c[1:-1] + c[2:]], axis=1).reshape(2 * rows, -1)
+  # Horizontally: 3·sum + the column left (+ 8) or right (+ 7), over 16.
+  up = jnp.stack([(3 * sums[:, 1:-1] + sums[:, :-2] + 8) >> 4,
+                  (3 * sums[:, 1:-1] + sums[:, 2:] + 7) >> 4], axis=2)
+  return up.reshape(2 * rows, -1)
+
+
+# libjpeg's YCbCr → RGB in 16-bit fixed point (jdcolor.c): FIX(x) = round(x · 2¹⁶).
+_SCALE_BITS = 16
+_FIX = {name: int(value * (1 << _SCALE_BITS) + 0.5)
+        for name, value in (("cr_r", 1.40200), ("cb_b", 1.77200), ("cr_g", 0.71414),
+                            ("cb_g", 0.34414))}
+
+
+def ycc_to_rgb(luma, cb, cr):
+  """uint8 RGB of luma and (upsampled) chroma levels, as libjpeg converts (jdcolor.c,
+  ycc_rgb_convert): integer products rounded by adding ½ before the shift, clamped to 0..255."""
+  y = luma.astype(jnp.int32)
+  x_cb, x_cr = cb.astype(jnp.int32) - 128, cr.astype(jnp.int32) - 128
+  half = 1 << (_SCALE_BITS - 1)
+  red = y + ((_FIX["cr_r"] * x_cr + half) >> _SCALE_BITS)
+  green = y + ((-_FIX["cb_g"] * x_cb + half - _FIX["cr_g"] * x_cr) >> _SCALE_BITS)
+  blue = y + ((_FIX["cb_b"] * x_cb + half) >> _SCALE_BITS)
+  return jnp.clip(jnp.stack([red, green, blue], axis=-1), 0, 255).astype(jnp.uint8)
+
+
+def rows_to_rgb(rows_BN, *, colour: str, size: int) -> np.ndarray:
+  """Whole rows of the file (B × bytes) → uint8 RGB images B×S×S×3 (`row_window` over the
+  whole image)."""
+  whole = jax.jit(jax.vmap(lambda row: row_window(row, 0, 0, size=size, colour=colour,
+                                                  stored=size)))
+  return np.asarray(whole(jnp.asarray(rows_BN)))
 
 
 # --- the files ----------------------------------------------------------------------------------
@@ -191,8 +246,9 @@ def prepare(data, out: str, *, source: str, colour: str, size: int, encode_many,
             log=print) -> Manifest:
   """Decodes every image of `data` (prepare.py's inputs) into `out` (the module docstring).
 
-  `encode_many(items)` yields (id, RGB size² uint8 image or None, why not, label) for the
-  (id, encoded image, label) items in order (prepare.py: on every core). `free_disk`: the bytes
+  `encode_many(items)` yields (id, the image's row in the `colour` layout (`encode_pixels`) or
+  None, why not, label) for the (id, encoded image, label) items in order (prepare.py: decoded
+  and laid out on every core). `free_disk`: the bytes
   the disk may take (default: what it has free) — checked, with everything the preparation has
   left to write, before anything is written. `checkpoint_images`: inputs between two progress
   records.
@@ -284,14 +340,13 @@ def _prepare_split(data, out: str, split: str, *, settings: dict, count: int, pr
     stream = data.examples(split, progress["inputs"])
     window_start = time.perf_counter()
     window_inputs = 0
-    for example_id, image, why, label in encode_many(stream):
+    for example_id, row, why, label in encode_many(stream):
       progress["inputs"] += 1
       window_inputs += 1
-      if image is None:
+      if row is None:
         progress["skipped"].append(str(example_id))
         log(f"skipped {example_id}: {why}")
       else:
-        row = encode_pixels(image, settings["colour"])
         os.pwrite(images, row.tobytes(), progress["rows"] * row_bytes)
         os.pwrite(labels, np.int32(label).astype("<i4").tobytes(), progress["rows"] * 4)
         progress["rows"] += 1
@@ -324,18 +379,76 @@ def available_memory_bytes() -> int:
   return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
-def device_memory_bytes(devices) -> int:
-  """What each of `devices` has free for data: the smallest free memory among them, less
-  RESERVE_BYTES for the model. CPU devices report no memory: their buffers are host memory,
-  shared by this process's devices."""
+def free_device_bytes(devices) -> int | None:
+  """The smallest free memory among `devices` (their allocator's limit less what is in use);
+  None where one reports no memory statistics. CPU devices' memory is the host's, shared by
+  this process's devices: half of what it has available, split over them (the rest for
+  everything else)."""
+  if devices[0].platform == "cpu":
+    return available_memory_bytes() // 2 // len(devices)
   free = []
   for device in devices:
-    stats = device.memory_stats() if device.platform != "cpu" else None
-    if stats and "bytes_limit" in stats:
-      free.append(stats["bytes_limit"] - stats.get("bytes_in_use", 0))
-  if not free:  # half the host's memory, split over its devices; the rest for everything else.
-    return available_memory_bytes() // 2 // max(1, len(devices))
-  return max(0, min(free) - RESERVE_BYTES)
+    stats = device.memory_stats()
+    if not stats or "bytes_limit" not in stats:
+      return None
+    free.append(stats["bytes_limit"] - stats.get("bytes_in_use", 0))
+  return min(free)
+
+
+@dataclasses.dataclass(frozen=True)
+class Placement:
+  """Where a decoded training set lies for a run: decided once, before any work
+  (experiment.load_dataset, with every process's reading agreed), and passed on.
+
+  Attributes:
+    where: WHOLE (a copy on every device), SPLIT (each device its share of the rows over the
+      mesh's "data" axis) or HOST (gathered from the memory-mapped file on host threads).
+    data: the mesh's "data" shards (SPLIT: the set's shares).
+    why: what decided it, for the run's log.
+  """
+  where: str
+  data: int
+  why: str
+
+
+WHOLE, SPLIT, HOST = "whole", "split", "host"
+
+
+def decide(asked: str, *, set_bytes: int, share_bytes: int, data: int, platform: str,
+           budget: int | None, directory: str = "", colour: str = "yuv420") -> Placement:
+  """Where the set goes (`asked`: a PLACEMENTS value) given the bytes each device may give it
+  (`budget`, the smallest over every process's devices less what the step needs; None where
+  the devices report no memory statistics); a UserError where it was asked onto the devices
+  and does not fit there."""
+  if asked == "host":
+    return Placement(HOST, data, "decoded_placement 'host'")
+  if asked == "auto" and platform == "cpu":
+    # CPU "devices" are the host's own cores: gathering on host threads costs the step nothing
+    # it would not pay on the devices (docs/input_pipeline.md).
+    return Placement(HOST, data, "on CPU devices, 'auto' reads on the host")
+  if budget is None:
+    if asked == "auto":
+      return Placement(HOST, data, f"the {platform.upper()} devices report no memory "
+                                   f"statistics, so whether the set fits cannot be known; "
+                                   f"'auto' reads it on the host")
+    where = SPLIT if asked == SPLIT or data > 1 else WHOLE
+    return Placement(where, data, f"decoded_placement {asked!r}; the {platform.upper()} "
+                                  f"devices report no memory statistics, so the fit is not "
+                                  f"checked")
+  room = f"{_gb(budget)} each device has for it"
+  if asked != SPLIT and set_bytes <= budget:
+    return Placement(WHOLE, data, f"the {_gb(set_bytes)} set fits in the {room}")
+  if data > 1 and share_bytes <= budget:
+    return Placement(SPLIT, data, f"its {_gb(share_bytes)} share per device fits in the {room}"
+                     + ("" if asked == SPLIT else f" (the whole {_gb(set_bytes)} does not)"))
+  if asked == "auto":
+    return Placement(HOST, data, f"the {_gb(set_bytes)} set ({_gb(share_bytes)} per device "
+                                 f"split over {data} data shards) does not fit in the {room}")
+  raise UserError(
+      f"decoded_placement {asked!r}: the {_gb(set_bytes)} training set of {directory!r} "
+      f"({_gb(share_bytes)} per device split over the mesh's {data} data shards) does not fit "
+      f"in the {room}; use decoded_placement = 'host' or 'auto', or more devices"
+      + (", or --colour=yuv420." if colour == "rgb" else "."))
 
 
 def ordered_map(function, items, *, threads: int, ahead: int):
@@ -363,14 +476,15 @@ def ordered_map(function, items, *, threads: int, ahead: int):
 
 
 class DecodedDataset(StepPositioned):
-  """The source `decoded:DIR` (see the module docstring)."""
+  """The source `decoded:DIR` (see the module docstring). Opened, it knows its files; placed
+  (`placed`, with the run's Placement) it can be read."""
 
   def __init__(self, directory: str, *, image_size: int, placement: str = "auto",
                pca_lighting_std: float = 0.1, eval_crops: int = 1, threads: int | None = None,
-               transfers: int = 4, device_memory: int | None = None):
-    """`device_memory`: the bytes each device may give the set (default: device_memory_bytes);
-    `threads`: the host threads that gather batches (placement host; default one per core);
-    `transfers`: the host→device transfers in flight."""
+               transfers: int = 4):
+    """`placement`: where the run asks the set to go (PLACEMENTS); `threads`: the host threads
+    that gather batches (placement host; default one per core); `transfers`: the host→device
+    transfers in flight."""
     if placement not in PLACEMENTS:
       raise UserError(f"decoded_placement {placement!r} is not one of {', '.join(PLACEMENTS)}.")
     self.directory = directory
@@ -382,10 +496,10 @@ class DecodedDataset(StepPositioned):
                       f"{directory!r}; prepare them with --size="
                       f"{imagenet_stats.resize_size(image_size)} or train at most at {size}.")
     self.image_size, self.pca_stddev, self.eval_crops = image_size, pca_lighting_std, eval_crops
-    self.placement = placement
+    self.asked = placement
+    self.placement = None  # the run's Placement (`placed`)
     self.threads = threads or os.cpu_count()
     self.transfers = transfers
-    self.device_memory = device_memory
     self.num_classes = self.manifest.num_classes
     self.channels = 3
     self.num_train = self.manifest.examples["train"]
@@ -393,71 +507,65 @@ class DecodedDataset(StepPositioned):
     self.mean, self.std = self.manifest.mean, self.manifest.std
     self.train_labels = self.manifest.labels(directory, "train")
     self.eval_labels = self.manifest.labels(directory, "eval")
-    self._resident = None  # where the set lies: `where`'s answer, at device_transforms.
-    self._placed = {}  # sharding → the training rows on the devices, placed at the first batch.
 
   @property
   def set_bytes(self) -> int:
     return self.num_train * self.manifest.bytes_per_image
 
-  def settle(self, devices, *, data: int) -> str:
-    """Decides, before any work, where the set goes on a mesh of `devices` (this process's
-    among them are used) whose "data" axis has `data` devices: `where`'s answer, kept."""
-    local = [d for d in devices if d.process_index == jax.process_index()]
-    self._resident = self._where(local, data=data)
-    return self._resident
+  def rows_per_device(self, data: int) -> int:
+    """The rows each device holds of a set split over `data` shards (the last padded)."""
+    return -(-self.num_train // data)
 
-  def where(self, mesh) -> str:
-    """Where the training set goes on `mesh`: "replicated" (a copy on every device), "sharded"
-    (each device its share of the rows over "data") or "host"; a UserError, before anything is
-    read, where the set was asked onto the devices and does not fit there."""
-    return self._where(mesh.local_devices, data=mesh.shape.get("data", 1))
+  def decide(self, *, data: int, platform: str, budget: int | None) -> Placement:
+    """`decide` for this set on a mesh of `data` data shards."""
+    return decide(self.asked, set_bytes=self.set_bytes, data=data, platform=platform,
+                  share_bytes=self.rows_per_device(data) * self.manifest.bytes_per_image,
+                  budget=budget, directory=self.directory, colour=self.manifest.colour)
 
-  def _where(self, devices, *, data: int) -> str:
-    if self.placement == "auto" and devices[0].platform == "cpu":
-      # CPU "devices" are the host's own cores: gathering and converting whole rows inside the
-      # step costs it, gathering on host threads does not (docs/input_pipeline.md).
-      return "host"
-    budget = device_memory_bytes(devices) if self.device_memory is None else self.device_memory
-    share = -(-self.num_train // data) * self.manifest.bytes_per_image
-    if self.placement != "host":
-      if self.set_bytes <= budget:
-        return "replicated"
-      if data > 1 and share <= budget:
-        return "sharded"
-    if self.placement == "devices":
-      raise UserError(
-          f"decoded_placement 'devices': the {_gb(self.set_bytes)} training set of "
-          f"{self.directory!r} ({_gb(share)} per device split over the mesh's {data} data "
-          f"shards) does not fit in the {_gb(budget)} each device has for it; use "
-          f"decoded_placement = 'host' or 'auto', or more devices"
-          + (", or --colour=yuv420." if self.manifest.colour == "rgb" else "."))
-    return "host"
+  def placed(self, placement: Placement) -> "DecodedDataset":
+    """This set, to be read where `placement` says."""
+    placed = copy.copy(self)
+    placed.placement = placement
+    return placed
+
+  def _where(self) -> str:
+    if self.placement is None:
+      raise RuntimeError("decide where the set goes first (experiment.load_dataset: placed).")
+    return self.placement.where
 
   # --- the source interface (source.py) ---------------------------------------------------------
 
   def train_batches(self, global_batch: int, *, seed: int, position: int, shard: slice):
     """Yields this process's rows (`shard` of each global batch) from step `position` on: their
-    row numbers where the set is on the devices, else the rows gathered from the file."""
+    row numbers where the whole set is on every device; where it is split, each position's row
+    with its place in the exchange (exchange.plan: the plan of the whole batch, computed on
+    every process alike); else the rows gathered from the file."""
+    where = self._where()
+
     def rows_of(step):
-      return arrays.batch_indices(self.num_train, global_batch, seed=seed, step=step)[shard]
+      return arrays.batch_indices(self.num_train, global_batch, seed=seed, step=step)
 
-    if self._resident is None:
-      raise RuntimeError("device_transforms places the set; call it before train_batches.")
-    if self._resident != "host":
-      step = position
-      while True:
-        rows = rows_of(step)
+    if where == WHOLE:
+      for step in itertools.count(position):
+        rows = rows_of(step)[shard]
         yield rows.astype(np.int32), self.train_labels[rows], step + 1
-        step += 1
-    images = self.manifest.images(self.directory, "train")
+    elif where == SPLIT:
+      data = self.placement.data
+      capacity = exchange.capacity(global_batch, data)
+      for step in itertools.count(position):
+        rows = rows_of(step)
+        plan = exchange.plan(rows, rows_per_device=self.rows_per_device(data), data=data,
+                             capacity=capacity)
+        yield plan[shard], self.train_labels[rows[shard]], step + 1
+    else:
+      images = self.manifest.images(self.directory, "train")
 
-    def gather(step):
-      rows = rows_of(step)
-      return np.take(images, rows, axis=0), self.train_labels[rows], step + 1
+      def gather(step):
+        rows = rows_of(step)[shard]
+        return np.take(images, rows, axis=0), self.train_labels[rows], step + 1
 
-    steps = iter(range(position, 2**62))
-    yield from ordered_map(gather, steps, threads=self.threads, ahead=2 * self.threads)
+      yield from ordered_map(gather, itertools.count(position), threads=self.threads,
+                             ahead=2 * self.threads)
 
   def eval_batches(self, batch: int, shard: slice):
     """Yields (rows gathered from the file, labels, weights); the last batch is padded with
@@ -473,42 +581,53 @@ class DecodedDataset(StepPositioned):
   def transfer_threads(self) -> int:
     """Host→device transfers in flight (input_pipeline.train_iterator): several where batches
     leave the host as images."""
-    return self.transfers if self._resident == "host" else 1
+    return self.transfers if self._where() == HOST else 1
 
-  def device_transforms(self, sharding, *, seed: int):
-    """(train, eval) on the devices of `sharding`: train takes the row numbers (set on the
-    devices, placed at this call) or the gathered rows (host), eval the gathered rows; both turn
-    rows into RGB and finish them as device_augment does the prepared JPEGs."""
-    mesh = sharding.mesh
-    if self._resident is None:
-      self._resident = self.where(mesh)
-    colour, size = self.manifest.colour, self.manifest.size
-    train = device_augment.train_transform(sharding, seed=seed, image_size=self.image_size,
-                                           pca_stddev=self.pca_stddev, mean=self.mean,
-                                           std=self.std)
-    evaluate = device_augment.eval_transform(sharding, image_size=self.image_size,
-                                             crops=self.eval_crops, mean=self.mean, std=self.std)
-    to_rgb = jax.jit(lambda rows: device_augment.lay_out(
-        rows_to_rgb(rows, colour=colour, size=size), sharding))
-    finish_eval = lambda rows: evaluate(to_rgb(rows))
-    if self._resident == "host":
-      return (lambda rows, step: train(to_rgb(rows), step)), finish_eval
-    gather = (self._replicated_gather(sharding) if self._resident == "replicated" else
-              self._sharded_gather(sharding))
-    return (lambda rows, step: train(to_rgb(gather(rows)), step)), finish_eval
+  def device_input(self, sharding, *, seed: int, dtype=jnp.float32,
+                   place: bool = True) -> DeviceInput:
+    """What finishes a batch on the devices of `sharding` (placing the training set there first,
+    where the Placement says so, unless not to `place` it: see source.Source): train takes the
+    row numbers (the whole set on every device), the exchange's plan (split) or the gathered
+    rows (host), eval the gathered rows; each crop's window is cut from a row, in RGB, and
+    finished as device_augment does the prepared JPEGs."""
+    size = self.manifest.size
+    window = functools.partial(row_window, colour=self.manifest.colour, stored=size)
+    train, evaluate = device_augment.finishes(
+        sharding, seed=seed, image_size=self.image_size, stored=(size, size),
+        pca_stddev=self.pca_stddev, mean=self.mean, std=self.std, crops=self.eval_crops,
+        window=window, dtype=dtype)
+    if not place:
+      return DeviceInput(train=None, evaluate=evaluate)
+    where, mesh = self._where(), sharding.mesh
+    if where == HOST:
+      logging.info("decoded set %s: read on the host (%s).", self.directory,
+                   self.placement.why)
+      return DeviceInput(train=lambda held, rows, step: train(rows, step), evaluate=evaluate)
+    if where == WHOLE:
+      held = self._read_onto(NamedSharding(mesh, PartitionSpec()))
+      gather = lambda x, rows: device_augment.gather_rows(x, rows, sharding)
+    else:
+      held = self._read_onto(NamedSharding(mesh, PartitionSpec(exchange.DATA)))
+      rows_per_device = self.rows_per_device(self.placement.data)
+      everywhere = NamedSharding(mesh, PartitionSpec())
 
-  def _place(self, sharding: NamedSharding):
-    """The training rows on the devices of `sharding`'s mesh, laid out as `sharding` says (rows
-    padded to a multiple of its row shards); each process reads only its devices' rows. Once per
-    layout: train and eval transforms, and a restarted iterator, share it."""
-    if sharding not in self._placed:
-      self._placed[sharding] = self._read_onto(sharding)
-    return self._placed[sharding]
+      def gather(x, plan):
+        rows = exchange.exchange(x, device_augment.lay_out(plan, everywhere), mesh=mesh,
+                                 rows_per_device=rows_per_device,
+                                 capacity=exchange.capacity(plan.shape[0], mesh.shape["data"]))
+        return device_augment.lay_out(rows, sharding)
+
+    return DeviceInput(train=lambda x, inputs, step: train(gather(x, inputs), step),
+                       evaluate=evaluate, held=held)
 
   def _read_onto(self, sharding: NamedSharding):
+    """The training rows on the devices of `sharding`'s mesh, laid out as `sharding` says (rows
+    padded to a multiple of its row shards), placed now, saying so; each process reads only its
+    devices' rows, straight from the mapped file."""
     images = self.manifest.images(self.directory, "train")
     shards = sharding.mesh.shape["data"] if sharding.spec else 1
-    rows = -(-self.num_train // shards) * shards
+    rows = self.rows_per_device(shards) * shards
+    start_s = time.perf_counter()
 
     def read(index):
       start, stop, _ = index[0].indices(rows)
@@ -518,43 +637,15 @@ class DecodedDataset(StepPositioned):
       block[:max(0, self.num_train - start)] = images[start:self.num_train]
       return block
 
-    return jax.make_array_from_callback((rows, images.shape[1]), sharding, read)
-
-  def _replicated_gather(self, sharding: NamedSharding):
-    """rows (laid out as the batch) → those rows of a whole copy on every device: no
-    communication."""
-    mesh = sharding.mesh
-    everywhere = NamedSharding(mesh, PartitionSpec())
-    gather = jax.jit(lambda x, rows: x.at[rows].get(out_sharding=sharding),
-                     out_shardings=sharding)
-    return lambda rows: gather(self._place(everywhere), rows)
-
-  def _sharded_gather(self, sharding: NamedSharding):
-    """the global batch's rows (replicated) → those rows laid out as the batch, each device
-    holding 1/D of the set over "data": each device gathers the rows it holds (zeros for the
-    others') and one reduce-scatter over "data" hands every device its batch rows (each row has
-    exactly one non-zero contribution, so the sum is the row, exactly)."""
-    mesh = sharding.mesh
-    split = NamedSharding(mesh, PartitionSpec("data"))
-    per_device = -(-self.num_train // mesh.shape["data"])
-
-    def local(x_local, rows):
-      first = jax.lax.axis_index("data") * per_device
-      index = rows - first
-      mine = (index >= 0) & (index < per_device)
-      picked = jnp.where(mine[:, None], x_local[jnp.clip(index, 0, per_device - 1)],
-                         jnp.uint8(0))
-      return jax.lax.psum_scatter(picked, "data", scatter_dimension=0, tiled=True)
-
-    spread = jax.shard_map(local, mesh=mesh, in_specs=(PartitionSpec("data"), PartitionSpec()),
-                           out_specs=PartitionSpec("data"), check_vma=False)
-    replicated = NamedSharding(mesh, PartitionSpec())
-
-    @jax.jit
-    def gather(x, rows):
-      # Every device takes part in every row's gather: the batch's row numbers (B int32) are
-      # gathered from the processes that sent them.
-      rows = device_augment.lay_out(rows, replicated)
-      return device_augment.lay_out(spread(x, rows), sharding)
-
-    return lambda rows: gather(self._place(split), rows)
+    placed = jax.block_until_ready(
+        jax.make_array_from_callback((rows, images.shape[1]), sharding, read))
+    devices = sharding.mesh.devices.size
+    each = rows * images.shape[1] // shards
+    logging.info("decoded set %s: %s placed on %d %s %s, %s, in %.1f s (%s).",
+                 self.directory, _gb(self.set_bytes), devices,
+                 sharding.mesh.devices.flat[0].platform.upper(),
+                 "device" if devices == 1 else "devices",
+                 "a whole copy on each" if shards == 1 else
+                 f"split over {shards} data shards, {_gb(each)} each",
+                 time.perf_counter() - start_s, self.placement.why)
+    return placed

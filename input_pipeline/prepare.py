@@ -90,8 +90,17 @@ def decode_example(item, size: int):
     return example_id, None, f"{type(e).__name__}: {e}", label
 
 
-def _decode_with(item_and_size):
-  return decode_example(*item_and_size)
+def decode_to_row(item, size: int, colour: str):
+  """(id, encoded image, label) → (id, its row of a decoded set in the `colour` layout
+  (decoded.encode_pixels) or None, why not, label): the whole of an image's preparation, so
+  that worker processes do all of it."""
+  from input_pipeline import decoded
+  example_id, image, why, label = decode_example(item, size)
+  return example_id, None if image is None else decoded.encode_pixels(image, colour), why, label
+
+
+def _decode_to_row_with(arguments):
+  return decode_to_row(*arguments)
 
 
 # --- inputs -----------------------------------------------------------------------------------
@@ -395,8 +404,8 @@ def _encode_with(item_and_settings):
 def prepare_decoded(source: str, out: str, *, size: int = 256, workers: int = 0,
                     data_dir: str | None = None, colour: str = "yuv420",
                     free_disk: int | None = None):
-  """--format=decoded: every image decoded once into decoded.py's files, on `workers`
-  processes (0 or 1: this one)."""
+  """--format=decoded: every image decoded once into decoded.py's files, decoded, cropped and
+  laid out in its colour layout on `workers` processes (0 or 1: this one); this process writes."""
   from input_pipeline import decoded
   if size < 8:
     raise UserError("--size must be at least 8.")
@@ -409,8 +418,9 @@ def prepare_decoded(source: str, out: str, *, size: int = 256, workers: int = 0,
 
   def decode_many(items):
     if pool:
-      return pool.imap(_decode_with, ((item, size) for item in items), chunksize=16)
-    return (decode_example(item, size) for item in items)
+      return pool.imap(_decode_to_row_with, ((item, size, colour) for item in items),
+                       chunksize=16)
+    return (decode_to_row(item, size, colour) for item in items)
 
   try:
     return decoded.prepare(data, out, source=source, colour=colour, size=size,

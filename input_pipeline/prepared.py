@@ -31,11 +31,12 @@ import os
 import struct
 import sys
 
+import jax.numpy as jnp
 import numpy as np
 
 from hybrid_parallel.errors import UserError
 from input_pipeline import arrays, imagenet_stats
-from input_pipeline.source import StepPositioned
+from input_pipeline.source import DeviceInput, StepPositioned
 
 
 def read_manifest(cls, path: str):
@@ -298,15 +299,18 @@ class PreparedDataset(StepPositioned):
     finally:
       _close(stream)
 
-  def device_transforms(self, sharding, *, seed: int):
-    """(train, eval) functions that finish a batch on the devices (device_augment.py)."""
+  def device_input(self, sharding, *, seed: int, dtype=jnp.float32,
+                   place: bool = True) -> DeviceInput:
+    """The uint8 batches cropped, flipped, lit and normalised on the devices
+    (device_augment.py); nothing is placed."""
+    del place
     from input_pipeline import device_augment
-    train = device_augment.train_transform(sharding, seed=seed, image_size=self.image_size,
-                                           pca_stddev=self.pca_stddev, mean=self.mean,
-                                           std=self.std)
-    evaluate = device_augment.eval_transform(sharding, image_size=self.image_size,
-                                             crops=self.eval_crops, mean=self.mean, std=self.std)
-    return train, evaluate
+    size = self.manifest.size
+    train, evaluate = device_augment.finishes(
+        sharding, seed=seed, image_size=self.image_size, stored=(size, size),
+        pca_stddev=self.pca_stddev, mean=self.mean, std=self.std, crops=self.eval_crops,
+        dtype=dtype)
+    return DeviceInput(train=lambda held, images, step: train(images, step), evaluate=evaluate)
 
 
 def _close(stream):

@@ -1,7 +1,49 @@
 """The interface every input source implements; input_pipeline/__init__.py reads sources only
-through it (arrays.Dataset, prepared.PreparedDataset, tfds_source.TfdsDataset)."""
+through it (arrays.Dataset, prepared.PreparedDataset, decoded.DecodedDataset,
+tfds_source.TfdsDataset)."""
 
 import abc
+import dataclasses
+import functools
+from collections.abc import Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+@dataclasses.dataclass(frozen=True)
+class DeviceInput:
+  """What turns a source's batches, as they arrive on the devices, into the model's images —
+  traced into the train and eval steps' own programs (experiment.fed_steps), so that a step's
+  input work and the step are one program, compiled once for the run.
+
+  Attributes:
+    train: `(held, inputs, step) -> images` in the model's dtype: `inputs` is what
+      `train_batches` yields (images, or row numbers of a set on the devices), `step` the step.
+    evaluate: `inputs -> images` (of `eval_batches`).
+    held: the arrays the source keeps on the devices for every batch (a training set placed
+      there), an argument of the train step's program; () where there are none.
+  """
+  train: Callable
+  evaluate: Callable
+  held: object = ()
+
+  @functools.cached_property
+  def _train_program(self):
+    return jax.jit(self.train)
+
+  @functools.cached_property
+  def _eval_program(self):
+    return jax.jit(self.evaluate)
+
+  def finish_train(self, inputs, step: int):
+    """`train` as a program of its own (for looking at batches; the step runs it inside)."""
+    return self._train_program(self.held, inputs, np.int32(step))
+
+  def finish_eval(self, inputs):
+    """`evaluate` as a program of its own."""
+    return self._eval_program(inputs)
 
 
 class Source(abc.ABC):
@@ -28,19 +70,24 @@ class Source(abc.ABC):
   @abc.abstractmethod
   def train_batches(self, global_batch: int, *, seed: int, position, shard: slice):
     """Yields (images, labels, position after the batch) for rows `shard` of each global batch,
-    from `position` on. "images" is what `device_transforms`' train function finishes into
-    images: the images themselves, or (arrays.py) the row numbers of images the devices hold."""
+    from `position` on. "images" is what `device_input`'s train function finishes into
+    images: the images themselves, or (arrays.py, decoded.py) the row numbers of images the
+    devices hold."""
 
   @abc.abstractmethod
   def eval_batches(self, batch: int, shard: slice):
     """Yields (images, labels, weights) for rows `shard` of each evaluation batch; the last is
     padded with weight-0 repeats."""
 
-  def device_transforms(self, sharding, *, seed: int):
-    """(train, eval): what finishes a host batch on the devices; train takes (images, step). By
-    default nothing: the batches arrive finished."""
-    del sharding, seed
-    return (lambda images, step: images), (lambda images: images)
+  def device_input(self, sharding, *, seed: int, dtype=jnp.float32,
+                   place: bool = True) -> DeviceInput:
+    """What finishes this source's batches, laid out as `sharding`, on the devices, into the
+    model's `dtype` — placing what the source keeps there, at once, unless not to `place` it
+    (then only `evaluate` is made: a finished run's evaluation). By default the batches arrive
+    finished: only cast."""
+    del sharding, seed, place
+    return DeviceInput(train=lambda held, images, step: images.astype(dtype),
+                       evaluate=lambda images: images.astype(dtype))
 
 
 class StepPositioned(Source):

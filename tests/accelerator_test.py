@@ -195,13 +195,13 @@ class DryRunTest(absltest.TestCase):
 
 class MeasureGpuScriptTest(absltest.TestCase):
   """benchmarks/speed/measure_gpu.sh's feeding part, dry: the decoded set made, main.py fed by
-  each path and set against the step and against synthetic data, its JSON complete."""
+  each path and set against the step and against synthetic data, its JSON complete; without the
+  imagenet extra, the JPEG rows skipped, saying so."""
 
   @classmethod
   def setUpClass(cls):
     super().setUpClass()
-    # The feeding part prepares its JPEG set with the imagenet extra's packages.
-    testing.skip_module_without_prepared_packages("MeasureGpuScriptTest")
+    cls.jpeg_path = not testing.PREPARED_MISSING  # the imagenet extra's readers and writer
     cls.out = tempfile.mkdtemp()
     cls.script = subprocess.run(
         ["bash", "benchmarks/speed/measure_gpu.sh", cls.out, "3000", "--dry_run",
@@ -233,6 +233,12 @@ class MeasureGpuScriptTest(absltest.TestCase):
                                  "decoded yuv420 from host memory",
                                  "prepared jpeg q90, a worker process per core"})
     synthetic = rows["synthetic"]["trainer_images_per_sec"]
+    if not self.jpeg_path:
+      jpeg = rows.pop("prepared jpeg q90, a worker process per core")
+      self.assertEqual(jpeg["skipped"], "the JPEG path's readers are not installed")
+      with open(os.path.join(self.out, "measure_gpu.log")) as f:
+        self.assertIn("the imagenet extra (grain, array-record, simplejpeg) is not installed: "
+                      "skipping the JPEG rows", f.read())
     for name, row in rows.items():
       self.assertNotIn("error", row, row.get("error"))
       self.assertEqual((row["batch"], row["model"]), (16, "alexnet_owt_tiny"))
@@ -248,6 +254,14 @@ class MeasureGpuScriptTest(absltest.TestCase):
             testing.Interval(rate / denominator, rate / denominator)), (ratio, row))
       self.assertBetween(row["traced"]["busy_share"], 0.0, 1.0)
     self.assertEqual(rows["decoded yuv420 on the devices"]["resident_images"], 64)
+    # The set's rows gathered on the device as the step gathers them equal the file's (on a GPU
+    # past 2³¹ bytes into its 150,000 rows; the dry run's 64 rows stop short of that).
+    far = self.report["far_rows"]
+    self.assertEqual((far["rows"], far["equal_to_the_file"], far["past_2_31_bytes"]),
+                     (64, True, False))
+    self.assertIn(63, far["rows_gathered"])
+    if not self.jpeg_path:
+      return
     # The ceiling is every core at one core's measured decode rate.
     (one_core,) = [p for p in self.report["pipelines"] if p["source"] == "prepared jpeg q90"]
     self.assertAlmostEqual(rows["prepared jpeg q90, a worker process per core"]
@@ -260,10 +274,19 @@ class MeasureGpuScriptTest(absltest.TestCase):
                      {"yuv420": 256 * 256 * 3 // 2, "rgb": 256 * 256 * 3})
     self.assertEqual(prepared["yuv420"]["imagenet_train_gb"], 125.9)  # 1,281,167 × 98,304 B
     self.assertGreater(prepared["yuv420"]["psnr_vs_rgb_db"], 30)
+    for colour in ("yuv420", "rgb"):  # the preparation's rate with 1 and 2 workers
+      self.assertEqual(sorted(prepared[colour]["images_per_sec_by_workers"]), ["1", "2"])
     placements = [(row["source"], row["placement"]) for row in self.report["decoded"]]
     self.assertEqual(placements, [(f"decoded {c}", p) for c in ("yuv420", "rgb")
                                   for p in ("devices", "host", "host")]
                      + [("host→device transfers", "transfer")])
+    # The gather + augment program alone, against the bare step it goes in front of: the ratio
+    # of the unrounded finish time, rounded to 3 places, against the finish rounded to 3 places
+    # (a step of over 1 ms: ≤ 5e-4 apart) — within 1e-3.
+    for row in self.report["decoded"]:
+      if row["placement"] == "devices":
+        self.assertAlmostEqual(row["finish_over_bare_step"],
+                               row["finish_ms"] / row["bare_step_ms_pipelined"], delta=1e-3)
 
 
 if __name__ == "__main__":

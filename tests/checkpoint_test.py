@@ -1,5 +1,6 @@
 """Checkpoints in the real loop: resume across schemes, NaN guard, corrupt-checkpoint fallback."""
 
+import dataclasses
 import json
 import os
 import re
@@ -85,22 +86,21 @@ class ResumeTest(absltest.TestCase):
 
 
 def _nan_at(bad_index):
-  """Wraps the in-memory source's device transform to put a NaN into the images of batch
-  `bad_index` (its uint8 images hold none)."""
-  real = input_pipeline.Dataset.device_transforms
+  """Wraps the in-memory source's device input to put a NaN into the images of batch
+  `bad_index` (its uint8 images hold none), inside the step."""
+  real = input_pipeline.Dataset.device_input
 
-  def device_transforms(dataset, sharding, **kwargs):
-    train, evaluate = real(dataset, sharding, **kwargs)
+  def device_input(dataset, sharding, **kwargs):
+    made = real(dataset, sharding, **kwargs)
 
-    def poisoned(rows, step):
-      images = train(rows, step)
-      if step != bad_index:
-        return images
-      return images.at[0, 0, 0, 0].set(np.nan, out_sharding=images.sharding)
+    def poisoned(held, rows, step):
+      images = made.train(held, rows, step)
+      nan_here = jnp.where(step == bad_index, jnp.nan, 0.0).astype(images.dtype)
+      return images.at[0, 0, 0, 0].add(nan_here, out_sharding=jax.typeof(images).sharding)
 
-    return poisoned, evaluate
+    return dataclasses.replace(made, train=poisoned)
 
-  return mock.patch.object(input_pipeline.Dataset, "device_transforms", device_transforms)
+  return mock.patch.object(input_pipeline.Dataset, "device_input", device_input)
 
 
 class NonFiniteTest(absltest.TestCase):

@@ -7,8 +7,12 @@ import importlib.util
 import json
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
+import time
 import unittest
+from unittest import mock
 
 import jax
 import numpy as np
@@ -18,7 +22,9 @@ from PIL import Image
 
 import experiment
 import input_pipeline
+import train
 from configs import default
+from hybrid_parallel import models
 from hybrid_parallel.errors import UserError
 from input_pipeline import decoded, device_augment, imagenet_stats, prepare
 
@@ -66,6 +72,20 @@ def make_photo_folder(root: str) -> str:
   return root
 
 
+MODEL_SIZED = 72  # a stored side for the tiny models' 64² crops
+
+
+def model_sized_sets(root: str, *, jpeg: bool = True) -> tuple[str, str]:
+  """(the JPEG preparation, the decoded YUV set) of a folder of real JPEGs at MODEL_SIZED²; the
+  JPEG one only where asked for and its readers are here."""
+  folder = make_photo_folder(os.path.join(root, "photos"))
+  jpegs, yuv = os.path.join(root, "jpeg"), os.path.join(root, "yuv")
+  if jpeg and not WITHOUT_JPEG_PATH:
+    prepare.prepare(f"folder:{folder}", jpegs, size=MODEL_SIZED, images_per_shard=10)
+  prepare.prepare(f"folder:{folder}", yuv, image_format="decoded", size=MODEL_SIZED)
+  return jpegs, yuv
+
+
 def mesh_sharding(devices: int):
   return NamedSharding(jax.make_mesh((devices,), ("data",), devices=jax.devices()[:devices]),
                        P("data"))
@@ -73,13 +93,23 @@ def mesh_sharding(devices: int):
 
 def finished_batches(source, sharding, *, position: int, steps: int, batch: int = 8,
                      seed: int = 0):
-  """The augmented float32 global batches of `steps` steps from `position` (train_iterator)."""
+  """The augmented float32 global batches of `steps` steps from `position` (train_iterator's,
+  finished by the source's device_input as the step finishes them)."""
+  finish = source.device_input(sharding, seed=seed)
   batches = input_pipeline.train_iterator(source, sharding, batch, seed=seed, position=position)
   try:
-    return [(np.asarray(images), np.asarray(labels), position)
-            for images, labels, position in (next(batches) for _ in range(steps))]
+    return [(np.asarray(finish.finish_train(inputs, next_position - 1)), np.asarray(labels),
+             next_position)
+            for inputs, labels, next_position in (next(batches) for _ in range(steps))]
   finally:
     batches.close()
+
+
+def finished_eval_batches(source, sharding, batch: int):
+  """The evaluation batches, finished as the eval step finishes them."""
+  finish = source.device_input(sharding, seed=0, place=False)
+  return [(np.asarray(finish.finish_eval(inputs)), np.asarray(labels), np.asarray(weights))
+          for inputs, labels, weights in input_pipeline.eval_batches(source, sharding, batch)]
 
 
 class DecodedTest(absltest.TestCase):
@@ -105,8 +135,10 @@ class DecodedTest(absltest.TestCase):
   def jpeg_source(self):
     return input_pipeline.load(f"prepared:{self.jpegs}", image_size=CROP, input_workers=0)
 
-  def decoded_source(self, directory, **kwargs):
-    return decoded.DecodedDataset(directory, image_size=CROP, **kwargs)
+  def decoded_source(self, directory, where=decoded.HOST, *, data=1, **kwargs):
+    """The decoded set in `directory`, placed `where` on a mesh of `data` data shards."""
+    return decoded.DecodedDataset(directory, image_size=CROP, **kwargs).placed(
+        decoded.Placement(where, data, "as the test places it"))
 
   def test_the_files_hold_every_decodable_image_once_and_name_the_broken_one(self):
     folder_set = os.path.join(self.tmp, "from_folder")
@@ -137,54 +169,60 @@ class DecodedTest(absltest.TestCase):
     # the same crops, flips and lighting give the same float32 values, bit for bit.
     sharding = mesh_sharding(2)
     jpeg = finished_batches(self.jpeg_source(), sharding, position=1, steps=3)
-    for placement, memory in (("devices", None), ("devices", TRAIN * 3 * STORED**2 // 2 + 1),
-                              ("host", None)):
-      source = self.decoded_source(self.rgb, placement=placement, device_memory=memory)
+    for where in (decoded.WHOLE, decoded.SPLIT, decoded.HOST):
+      source = self.decoded_source(self.rgb, where, data=2)
       ours = finished_batches(source, sharding, position=1, steps=3)
-      self.assertEqual(source._resident, {None: "replicated"}.get(memory, "sharded")
-                       if placement == "devices" else "host")
       for (images, labels, position), (want, want_labels, want_position) in zip(ours, jpeg):
-        np.testing.assert_array_equal(images, want, err_msg=placement)
+        np.testing.assert_array_equal(images, want, err_msg=where)
         np.testing.assert_array_equal(labels, want_labels)
         self.assertEqual(position, want_position)
 
-  def test_yuv420_equals_the_jpeg_paths_pixels_through_its_chroma_sampling(self):
-    # The stored rows are the JPEG path's RGB pixels in YCbCr, chroma averaged over 2×2, each
-    # rounded to a level. On the devices they are turned back and rounded to levels. Reference:
-    # the same arithmetic in float64 here. Each rounding may fall on the other side of a half
-    # level where float32 and float64 differ (|error| ≤ a few float32 ulps of 255, 3e-5): a
-    # chroma level flipped at preparation moves R or B by 1.402 or 1.772 levels, so at most two
-    # levels apart (seen with numpy 2.5.2), in few pixels; normalised, a level is 1/σ ≤ 1/57.
-    jpeg_rows = self.decoded_source(self.rgb).manifest.images(self.rgb, "train")
-    rgb = np.asarray(jpeg_rows).reshape(-1, STORED, STORED, 3).astype(np.float64)
-    ycbcr = rgb @ decoded._TO_YCBCR.astype(np.float64).T + [0, 128, 128]
-    chroma = ycbcr[..., 1:].reshape(-1, STORED // 2, 2, STORED // 2, 2, 2).mean(axis=(2, 4))
-    luma, cb, cr = (np.clip(np.rint(p), 0, 255) for p in
-                    (ycbcr[..., 0], chroma[..., 0], chroma[..., 1]))
-    cb, cr = (np.repeat(np.repeat(c, 2, 1), 2, 2) - 128 for c in (cb, cr))
-    reference = np.clip(np.rint(np.stack([luma + 1.402 * cr,
-                                          luma - 0.344136286 * cb - 0.714136286 * cr,
-                                          luma + 1.772 * cb], -1)), 0, 255).astype(np.uint8)
-    sharding = mesh_sharding(4)
-    source = self.decoded_source(self.yuv, placement="devices")
-    train, _ = source.device_transforms(sharding, seed=3)
+  @unittest.skipIf(importlib.util.find_spec("simplejpeg") is None, "needs simplejpeg")
+  def test_yuv420_rows_decode_as_libjpeg_turbo_decodes_a_jpeg_of_them(self):
+    # A JPEG of quality 100 whose planes are constant over each 8×8 block keeps them exactly (a
+    # block's one DCT coefficient is an integer), so libjpeg-turbo's RGB decode of it (simplejpeg:
+    # its default fancy upsampling and integer colour conversion) is what the same planes as a
+    # row must give: equal, bit for bit, across the blocks' edges and the image's. A window at any
+    # offset is the whole image's, cut there.
+    import simplejpeg
+    rng = np.random.default_rng(0)
+    half = STORED // 2
+    blocks = lambda side: np.kron(rng.integers(0, 256, (side // 8, side // 8)),
+                                  np.ones((8, 8))).astype(np.uint8)
+    whole = jax.jit(lambda row, top, left: decoded.row_window(row, top, left, size=CROP,
+                                                              colour="yuv420", stored=STORED))
+    for _ in range(4):
+      luma, cb, cr = blocks(STORED), blocks(half), blocks(half)
+      libjpeg = simplejpeg.decode_jpeg(simplejpeg.encode_jpeg_yuv_planes(luma, cb, cr,
+                                                                         quality=100))
+      row = np.concatenate([luma.ravel(), cb.ravel(), cr.ravel()])
+      np.testing.assert_array_equal(decoded.rows_to_rgb(row[None], colour="yuv420",
+                                                        size=STORED)[0], libjpeg)
+      for top, left in ((0, 0), (8, 8), (3, 5), (1, 8)):
+        np.testing.assert_array_equal(np.asarray(whole(row, top, left)),
+                                      libjpeg[top:top + CROP, left:left + CROP])
+
+  def test_yuv420_on_the_devices_is_its_rows_decoded_then_augmented(self):
+    # The step cuts each crop's window from the YUV row and converts only that; the same crops,
+    # flips and lighting of the rows converted whole, on the host, give the same bits.
+    source = self.decoded_source(self.yuv, decoded.WHOLE)
     rows = np.arange(8, dtype=np.int32) + 5
-    ours = np.asarray(train(jax.device_put(rows, sharding), 7))
-    want = np.asarray(device_augment.train_transform(
-        sharding, seed=3, image_size=CROP, pca_stddev=0.1, mean=source.mean, std=source.std)(
-            jax.device_put(reference[rows], sharding), 7))
-    level = 1 / np.min(imagenet_stats.STD)
-    np.testing.assert_allclose(ours, want, rtol=0, atol=2 * level + 1e-5)
-    self.assertLess(np.mean(np.abs(ours - want) > 1e-5), 0.01)
-    # And what 4:2:0 costs against the JPEG path's own pixels (not rounding: chroma detail),
-    # for the record: the luma is the same to a level.
-    np.testing.assert_allclose(luma, np.clip(np.rint(ycbcr[..., 0]), 0, 255))
+    sharding = mesh_sharding(4)
+    ours = np.asarray(source.device_input(sharding, seed=3).finish_train(
+        jax.device_put(rows, sharding), 7))
+    converted = decoded.rows_to_rgb(np.asarray(source.manifest.images(self.yuv, "train"))[rows],
+                                    colour="yuv420", size=STORED)
+    train, _ = device_augment.finishes(sharding, seed=3, image_size=CROP,
+                                       stored=(STORED, STORED), pca_stddev=0.1,
+                                       mean=source.mean, std=source.std)
+    np.testing.assert_array_equal(
+        ours, np.asarray(jax.jit(train)(jax.device_put(converted, sharding), 7)))
 
   def test_the_batches_are_the_same_on_any_mesh_and_process_split_and_resume_exactly(self):
-    whole = finished_batches(self.decoded_source(self.yuv, placement="devices"),
+    whole = finished_batches(self.decoded_source(self.yuv, decoded.WHOLE),
                              mesh_sharding(1), position=0, steps=5)  # 3 steps an epoch
-    for devices, memory in ((8, None), (8, TRAIN * 3 * STORED**2 // 2 // 4), (2, None)):
-      source = self.decoded_source(self.yuv, placement="devices", device_memory=memory)
+    for devices, where in ((8, decoded.WHOLE), (8, decoded.SPLIT), (2, decoded.SPLIT)):
+      source = self.decoded_source(self.yuv, where, data=devices)
       for start in (0, 2, 3, 4):  # before, at and after the epoch boundary
         resumed = finished_batches(source, mesh_sharding(devices), position=start,
                                    steps=5 - start)
@@ -195,12 +233,11 @@ class DecodedTest(absltest.TestCase):
           # of rows (XLA:CPU's vector loop fuses a·b + c into one FMA, its scalar remainder does
           # not; seen under JAX 0.10.2): values lie in [-2.2, 2.7], an ulp there ≤ 2⁻²², allow 2.
           np.testing.assert_allclose(images, want, rtol=0, atol=2 * 2**-22,
-                                     err_msg=f"{devices} {memory} {start}")
+                                     err_msg=f"{devices} {where} {start}")
           np.testing.assert_array_equal(labels, want_labels)
           self.assertEqual(position, want_position)
     # Each of two processes sends its rows of every batch: the slices of one process's.
-    source = self.decoded_source(self.yuv, placement="host")
-    source.device_transforms(mesh_sharding(1), seed=0)
+    source = self.decoded_source(self.yuv)
     one = source.train_batches(8, seed=0, position=0, shard=slice(0, 8))
     halves = [source.train_batches(8, seed=0, position=0, shard=s)
               for s in (slice(0, 4), slice(4, 8))]
@@ -215,8 +252,8 @@ class DecodedTest(absltest.TestCase):
   @needs_jpeg_path
   def test_evaluation_reads_every_image_once_then_weight_zero_padding(self):
     sharding = mesh_sharding(2)
-    jpeg = list(input_pipeline.eval_batches(self.jpeg_source(), sharding, 4))
-    ours = list(input_pipeline.eval_batches(self.decoded_source(self.rgb), sharding, 4))
+    jpeg = finished_eval_batches(self.jpeg_source(), sharding, 4)
+    ours = finished_eval_batches(self.decoded_source(self.rgb), sharding, 4)
     self.assertLen(ours, 2)  # 6 images in batches of 4
     for batch, want in zip(ours, jpeg):
       for got, expected in zip(batch, want):
@@ -236,7 +273,7 @@ class DecodedTest(absltest.TestCase):
         for i, item in enumerate(items):
           if i == count:
             raise Stop
-          yield prepare.decode_example(item, STORED)
+          yield prepare.decode_to_row(item, STORED, "yuv420")
       return decode_many
 
     # Stopped at the 13th image, after a progress record at 8: rows 8..11 are on disk, unrecorded.
@@ -271,24 +308,34 @@ class DecodedTest(absltest.TestCase):
     prepare.prepare(f"folder:{self.folder}", out, image_format="decoded", colour="rgb",
                     size=STORED, free_disk=needed)  # exactly enough is enough
 
-  def test_a_device_memory_shortfall_is_refused_before_anything_is_placed(self):
+  def test_the_placement_follows_the_memory_and_a_shortfall_is_one_sentence(self):
+    source = decoded.DecodedDataset(self.yuv, image_size=CROP, placement="devices")
     set_bytes = TRAIN * STORED * STORED * 3 // 2
-    source = self.decoded_source(self.yuv, placement="devices", device_memory=set_bytes // 8)
+    share = -(-TRAIN // 2) * STORED * STORED * 3 // 2
+
+    def where(asked, budget, platform="gpu"):
+      source.asked = asked
+      return source.decide(data=2, platform=platform, budget=budget).where
+
     with self.assertRaisesRegex(UserError, r"^decoded_placement 'devices': the 0\.0 GB training "
                                 r"set of .* \(0\.0 GB per device split over the mesh's 2 data "
                                 r"shards\) does not fit in the 0\.0 GB each device has for it; "
                                 r"use decoded_placement = 'host' or 'auto'"):
-      source.device_transforms(mesh_sharding(2), seed=0)
-    with self.assertRaisesRegex(UserError, "does not fit in the 0.0 GB each device has"):
-      source.settle(jax.devices()[:2], data=2)  # as experiment.load_dataset asks, before a mesh
-    self.assertEqual(source._placed, {})
-    # A limit the set fits exactly is enough; auto with too little goes to the host.
-    fits = self.decoded_source(self.yuv, placement="devices", device_memory=set_bytes)
-    self.assertEqual(fits.where(mesh_sharding(2).mesh), "replicated")
-    halves = self.decoded_source(self.yuv, placement="devices", device_memory=set_bytes // 2)
-    self.assertEqual(halves.where(mesh_sharding(2).mesh), "sharded")
-    auto = self.decoded_source(self.yuv, placement="auto", device_memory=set_bytes)
-    self.assertEqual(auto.where(mesh_sharding(2).mesh), "host")  # CPU devices: the host's cores
+      where("devices", share - 1)
+    # A budget the set fits exactly is enough; a share, split; less, host under auto.
+    self.assertEqual([where("devices", set_bytes), where("devices", share),
+                      where("split", set_bytes), where("auto", share - 1),
+                      where("auto", set_bytes, platform="cpu"), where("host", set_bytes)],
+                     [decoded.WHOLE, decoded.SPLIT, decoded.SPLIT, decoded.HOST, decoded.HOST,
+                      decoded.HOST])
+    # Devices that report no memory statistics: auto reads on the host, saying why; asked onto
+    # the devices, it goes there unchecked.
+    source.asked = "auto"
+    unknown = source.decide(data=2, platform="gpu", budget=None)
+    self.assertEqual((unknown.where, unknown.why),
+                     (decoded.HOST, "the GPU devices report no memory statistics, so whether "
+                                    "the set fits cannot be known; 'auto' reads it on the host"))
+    self.assertEqual(where("devices", None), decoded.SPLIT)
 
   def test_the_config_names_a_decoded_set_and_bad_values_get_one_sentence(self):
     config = default.get_config()
@@ -299,7 +346,7 @@ class DecodedTest(absltest.TestCase):
       experiment.load_dataset(spec)  # the default 64 does not fit these 32² images
     source = input_pipeline.load(f"decoded:{self.yuv}", image_size=CROP,
                                  decoded_placement=spec.data.decoded_placement)
-    self.assertEqual((source.placement, source.num_train, source.num_classes),
+    self.assertEqual((source.asked, source.num_train, source.num_classes),
                      ("host", TRAIN, CLASSES))
     config.decoded_placement = "gpu"
     with self.assertRaisesRegex(UserError, "decoded_placement"):
@@ -323,6 +370,151 @@ class DecodedTest(absltest.TestCase):
     with self.assertRaisesRegex(UserError, "--size 33 is odd"):
       prepare.prepare(f"folder:{self.folder}", os.path.join(self.tmp, "odd"),
                       image_format="decoded", size=33)
+
+
+class CompileOnceTest(absltest.TestCase):
+  """Training and evaluation compile once: after the first evaluation of a run, nothing is traced,
+  lowered or compiled again — for the JPEG path, the decoded set (on the host and on the
+  devices) made from a folder of real JPEGs, and the in-memory digits."""
+  SIZE = MODEL_SIZED
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.tmp = tempfile.mkdtemp()
+    cls.jpegs, cls.yuv = model_sized_sets(cls.tmp)
+
+  def compiles_after_the_first_evaluation(self, **fields) -> list[str]:
+    """The compile events (train._COMPILE_EVENTS) of a 3-step run evaluated after every step,
+    from the end of its first evaluation on."""
+    config = default.get_config()
+    config.update(model="alexnet_owt_tiny", image_size=64, global_batch_size=8,
+                  eval_batch_size=4, num_train_steps=3, log_every_steps=1, eval_every_steps=1,
+                  **fields)
+    heard, evaluated = [], []
+    listen = lambda event, start, end, **_: heard.append((start, event))
+    real_evaluate = train.evaluate
+
+    def evaluate(*args, **kwargs):  # train.py's own evaluation, with its end noted.
+      metrics = real_evaluate(*args, **kwargs)
+      evaluated.append(time.time())
+      return metrics
+
+    jax.monitoring.register_event_time_span_listener(listen)
+    try:
+      with tempfile.TemporaryDirectory() as workdir, \
+          mock.patch.object(train, "evaluate", evaluate):
+        train.train_config(config, workdir)
+    finally:
+      jax.monitoring.unregister_event_time_span_listener(listen)
+    self.assertLen(evaluated, 3)
+    return [event for start, event in heard
+            if event in train._COMPILE_EVENTS and start > evaluated[0]]
+
+  def test_load_dataset_decides_from_the_compiled_steps_memory_before_any_work(self):
+    config = default.get_config()
+    config.update(dataset=f"decoded:{self.yuv}", model="alexnet_owt_tiny", image_size=64,
+                  global_batch_size=8, decoded_placement="devices", parallelism="data")
+    config.mesh.data = 2
+    spec = experiment.resolve(config)
+    step = experiment.step_memory_bytes(spec, num_classes=CLASSES, devices=jax.devices()[:2])
+    # The compiled step holds at least its state: the parameters and their momentum, float32.
+    run = experiment.build(spec, num_classes=CLASSES, channels=3, steps_per_epoch=1,
+                           total_steps=1, abstract=True)
+    params = models.count_params(run.scheme.state.params)
+    self.assertGreater(step, 2 * 4 * params)
+    set_bytes = TRAIN * self.SIZE**2 * 3 // 2
+    # CPU devices give a set half the host's available memory, split over them (two here).
+    for room, where in ((step + set_bytes, decoded.WHOLE),  # the set and the step fit
+                        (step + set_bytes - 1, decoded.SPLIT)):  # the step's bytes are kept
+      with mock.patch.object(decoded, "available_memory_bytes", return_value=2 * 2 * room):
+        self.assertEqual(experiment.load_dataset(spec).placement.where, where)
+
+  def test_nothing_compiles_after_the_first_evaluation(self):
+    sources = {"digits": dict(dataset="digits"),
+               "decoded, host": dict(dataset=f"decoded:{self.yuv}", decoded_placement="host"),
+               "decoded, devices": dict(dataset=f"decoded:{self.yuv}",
+                                        decoded_placement="devices")}
+    if not WITHOUT_JPEG_PATH:
+      sources["jpeg"] = dict(dataset=f"prepared:{self.jpegs}")
+    for name, fields in sources.items():
+      self.assertEqual(self.compiles_after_the_first_evaluation(**fields), [], name)
+
+
+# Each of two processes (jax.distributed on localhost, one CPU device each) reads its own memory
+# (a different amount each, as two hosts would) or its own files, and asks load_dataset where
+# the set goes; it prints the answer.
+_LOAD_IN_A_PROCESS = """
+import json, sys
+from unittest import mock
+import jax
+process, port, directory = int(sys.argv[1]), sys.argv[2], sys.argv[3 + int(sys.argv[1])]
+jax.distributed.initialize(coordinator_address=f"127.0.0.1:{port}", num_processes=2,
+                           process_id=process)
+import experiment
+from configs import default
+from hybrid_parallel.errors import UserError
+from input_pipeline import decoded
+config = default.get_config()
+config.update(dataset=f"decoded:{directory}", model="alexnet_owt_tiny", image_size=64,
+              global_batch_size=8, decoded_placement="devices", parallelism="data")
+config.mesh.data = 2
+spec = experiment.resolve(config, processes=2)
+step = experiment.step_memory_bytes(spec, num_classes=3, devices=jax.devices())
+source = decoded.DecodedDataset(directory, image_size=64)
+# Process 0 has room for the whole set beside the step; process 1 for its share only.
+room = step + (source.set_bytes if process == 0 else source.rows_per_device(2) *
+               source.manifest.bytes_per_image)
+with mock.patch.object(decoded, "available_memory_bytes", return_value=2 * room):
+  try:
+    print(json.dumps(experiment.load_dataset(spec).placement.where))
+  except UserError as e:
+    print(json.dumps(f"error: {e}"))
+"""
+
+
+class ProcessesTest(absltest.TestCase):
+  """What each of two processes reads from its own devices or files, they agree on before
+  deciding anything: real processes on localhost."""
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.tmp = tempfile.mkdtemp()
+    _, cls.yuv = model_sized_sets(cls.tmp, jpeg=False)
+
+  def load_in_two_processes(self, *directories) -> list:
+    from tests.faults_test import ROOT, free_port
+    port = str(free_port())
+    processes = [subprocess.Popen([sys.executable, "-c", _LOAD_IN_A_PROCESS, str(i), port,
+                                   *directories], cwd=ROOT, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True) for i in range(2)]
+    answers = []
+    for process in processes:
+      stdout, stderr = process.communicate(timeout=300)
+      self.assertEqual(process.returncode, 0, stderr[-3000:])
+      answers.append(json.loads(stdout.strip().splitlines()[-1]))
+    return answers
+
+  def test_two_processes_place_the_set_alike_and_refuse_different_copies(self):
+    # Alone, process 0 would hold the whole set and process 1 its share: they run one program,
+    # so both split it (the smaller room decides).
+    self.assertEqual(self.load_in_two_processes(self.yuv, self.yuv), [decoded.SPLIT] * 2)
+    # A copy with fewer images on one host: each process stops with the same sentence.
+    fewer = os.path.join(self.tmp, "fewer")
+    shutil.copytree(self.yuv, fewer)
+    manifest = decoded.Manifest.read(fewer)
+    with open(os.path.join(fewer, decoded.MANIFEST)) as f:
+      fields = json.load(f)
+    fields["examples"]["train"] = 12
+    with open(os.path.join(fewer, decoded.MANIFEST), "w") as f:
+      json.dump(fields, f)
+    os.truncate(os.path.join(fewer, "train.images"), 12 * manifest.bytes_per_image)
+    os.truncate(os.path.join(fewer, "train.labels"), 12 * 4)
+    self.assertEqual(self.load_in_two_processes(self.yuv, fewer),
+                     [f"error: the processes read different copies of decoded:{directory}: "
+                      f"num_train is {TRAIN} on process 0, 12 on process 1; give every process "
+                      f"the same files." for directory in (self.yuv, fewer)])
 
 
 if __name__ == "__main__":

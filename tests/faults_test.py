@@ -320,6 +320,18 @@ class MultiProcessTest(absltest.TestCase):
          "parallelism": "model", "mesh.data": 1, "mesh.model": 2},
         then=lambda two: self.assertEqual(checkpoints(two), [4]))
 
+  def test_a_decoded_set_split_over_processes_trains_like_one(self):
+    # hybrid 2×2 with the data axis across the processes, a decoded set of real JPEGs split over
+    # it: each process places its devices' share, and the step's all-to-all carries each row to
+    # the process whose batch holds it.
+    from tests import decoded_input_test
+    with tempfile.TemporaryDirectory() as tmp:
+      _, yuv = decoded_input_test.model_sized_sets(tmp, jpeg=False)
+      self._assert_two_processes_train_like_one(
+          {"num_train_steps": 4, "log_every_steps": 1, "dataset": f"decoded:{yuv}",
+           "decoded_placement": "split", "global_batch_size": 8, "eval_batch_size": 6},
+          then=lambda two: None)
+
   def test_a_dead_or_hung_process_ends_the_other_with_a_message(self):
     # Two jobs side by side: in one a process dies, in the other one hangs (their waits overlap).
     with tempfile.TemporaryDirectory() as dead, tempfile.TemporaryDirectory() as hung:

@@ -97,11 +97,13 @@ class OrderTest(absltest.TestCase):
     mesh = mesh_lib.make_mesh(2, 2)
     sharding = NamedSharding(mesh, P("data"))
     # Resuming at step 3: the iterator's first batch is step 3's, and its position is then 4.
-    images, labels, position = next(input_pipeline.train_iterator(d, sharding, 8, seed=0,
+    inputs, labels, position = next(input_pipeline.train_iterator(d, sharding, 8, seed=0,
                                                                   position=3))
     rows = input_pipeline.train_indices(d, 8, seed=0, step=3)
     self.assertEqual(position, 4)
-    self.assertEqual(images.sharding, sharding)
+    self.assertEqual(inputs.sharding, sharding)
+    images = d.device_input(sharding, seed=0).finish_train(inputs, 3)
+    self.assertTrue(images.sharding.is_equivalent_to(sharding, images.ndim))
     np.testing.assert_array_equal(jax.device_get(labels), d.y_train[rows])
     # Sent as row numbers, gathered from the devices' copy of the training images and
     # normalised there, to the same bits as on the host.

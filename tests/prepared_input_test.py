@@ -135,10 +135,13 @@ class PreparedSourceTest(absltest.TestCase):
     source = self.source(eval_crops=10)
     sharding = NamedSharding(jax.make_mesh((2,), ("data",), devices=jax.devices()[:2]), P("data"))
 
+    finish = source.device_input(sharding, seed=0)
+
     def finished(position, steps):
       batches = input_pipeline.train_iterator(source, sharding, 12, seed=0, position=position)
       try:
-        return [np.asarray(next(batches)[0]) for _ in range(steps)]
+        return [np.asarray(finish.finish_train(next(batches)[0], step))
+                for step in range(position, position + steps)]
       finally:
         batches.close()
 
@@ -146,7 +149,8 @@ class PreparedSourceTest(absltest.TestCase):
     self.assertEqual(whole[0].shape, (12, 16, 16, 3))
     np.testing.assert_array_equal(resumed[0], whole[2])  # same images, same crops and flips
     np.testing.assert_array_equal(resumed[1], whole[3])
-    images, _, weights = next(input_pipeline.eval_batches(source, sharding, 6))
+    inputs, _, weights = next(input_pipeline.eval_batches(source, sharding, 6))
+    images = finish.finish_eval(inputs)
     self.assertEqual((images.shape, images.dtype), ((6, 10, 16, 16, 3), np.float32))
     np.testing.assert_array_equal(np.asarray(weights), np.ones(6))
 
@@ -220,9 +224,11 @@ class DeviceAugmentTest(absltest.TestCase):
   def transform(self, devices, *, pca_stddev=0.0, seed=0):
     mesh = jax.make_mesh((len(devices),), ("data",), devices=devices)
     sharding = NamedSharding(mesh, P("data"))
-    return sharding, device_augment.train_transform(
-        sharding, seed=seed, image_size=self.CROP, pca_stddev=pca_stddev, mean=(0, 0, 0),
-        std=(1, 1, 1))
+    train, _ = device_augment.finishes(
+        sharding, seed=seed, image_size=self.CROP, stored=(self.STORED, self.STORED),
+        pca_stddev=pca_stddev, mean=(0, 0, 0), std=(1, 1, 1))
+    train = jax.jit(train)
+    return sharding, lambda images, step: train(images, np.int32(step))
 
   def test_each_crop_is_a_window_and_half_are_flipped(self):
     images = coordinate_images(512, self.STORED)
@@ -284,9 +290,10 @@ class DeviceAugmentTest(absltest.TestCase):
     sharding = NamedSharding(jax.make_mesh((2,), ("data",), devices=jax.devices()[:2]),
                              P("data"))
     for crops in (1, 10):
-      on_device = device_augment.eval_transform(sharding, image_size=self.CROP, crops=crops,
-                                                mean=mean, std=std)(
-                                                    jax.device_put(images, sharding))
+      _, evaluate = device_augment.finishes(sharding, seed=0, image_size=self.CROP,
+                                            stored=images.shape[1:3], pca_stddev=0.0,
+                                            mean=mean, std=std, crops=crops)
+      on_device = jax.jit(evaluate)(jax.device_put(images, sharding))
       on_host = np.stack([augment.imagenet_eval(tf.constant(i), image_size=self.CROP,
                                                 crops=crops, mean=mean, std=std).numpy()
                           for i in images])

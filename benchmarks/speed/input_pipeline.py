@@ -49,6 +49,7 @@ nothing unless --out or --publish is given):
 """
 
 import dataclasses
+import importlib.util
 import json
 import os
 import platform
@@ -69,7 +70,7 @@ from benchmarks.common import main_runs, step_timing
 from configs import default, imagenet_single
 from hybrid_parallel import models, platforms
 from hybrid_parallel.analysis import costmodel
-from input_pipeline import decoded, prepare, prepared
+from input_pipeline import decoded, device_augment, prepare, prepared
 
 ROOT = benchmarks.ROOT
 SECTIONS = ("tfds", "prepare", "prepared", "trainer", "decoded_prepare", "decoded", "feeding")
@@ -266,10 +267,11 @@ def device_finish_rate(source, global_batch: int) -> float:
   """Images/s of the on-device crop, flip, lighting and normalisation of a global batch."""
   device = jax.devices()[0]
   sharding = NamedSharding(jax.make_mesh((1,), ("data",), devices=[device]), P("data"))
-  finish, _ = source.device_transforms(sharding, seed=0)
+  finish = source.device_input(sharding, seed=0)
   size = source.manifest.size
   images = jax.device_put(np.zeros((global_batch, size, size, 3), np.uint8), sharding)
-  milliseconds = step_timing.median_ms(lambda: finish(images, 0).block_until_ready(), 10)
+  milliseconds = step_timing.median_ms(
+      lambda: finish.finish_train(images, 0).block_until_ready(), 10)
   return round(global_batch / (milliseconds / 1e3), 1)
 
 
@@ -333,6 +335,8 @@ def decoded_prepare_rows(folder: str, out_root: str, jpegs: list[bytes]) -> list
     row = {"format": "decoded", "colour": colour, "size": size,
            "images": written, "seconds": round(seconds, 1), "cores": os.cpu_count(),
            "images_per_sec": round(written / seconds, 1),
+           "images_per_sec_by_workers": {str(w): worker_rate(jpegs, size=size, colour=colour,
+                                                             workers=w) for w in (1, 2)},
            "images_per_sec_per_core": round(per_core, 1),
            "layout_ms_per_image": round(layout_ms, 3),
            "bytes_per_image": manifest.bytes_per_image,
@@ -344,9 +348,41 @@ def decoded_prepare_rows(folder: str, out_root: str, jpegs: list[bytes]) -> list
       error = np.mean((back - np.stack(images).astype(np.float64)) ** 2)
       row["psnr_vs_rgb_db"] = round(float(10 * np.log10(255.0**2 / error)), 1)
       row["max_level_difference_vs_rgb"] = int(np.max(np.abs(back - np.stack(images))))
+      if importlib.util.find_spec("simplejpeg"):  # the JPEG path's decoder
+        row["levels_vs_jpeg_path"] = yuv420_vs_jpeg_path(images, size=size)
     rows.append(row)
     print(json.dumps(row), flush=True)
   return rows
+
+
+def worker_rate(jpegs: list[bytes], *, size: int, colour: str, workers: int) -> float:
+  """Images/s of `workers` worker processes doing a decoded preparation's work (decode, crop,
+  colour layout: prepare.decode_to_row) on `jpegs`, as prepare's pool hands it out, once the
+  workers have started (their start is timed apart: a benchmark this small would be mostly
+  that)."""
+  import multiprocessing
+  items = [((i, encoded, 0), size, colour) for i, encoded in enumerate(jpegs)]
+  with multiprocessing.get_context("spawn").Pool(workers) as pool:
+    list(pool.imap(prepare._decode_to_row_with, items[:2 * workers], chunksize=1))  # started
+    start = time.perf_counter()
+    list(pool.imap(prepare._decode_to_row_with, items, chunksize=16))
+    return round(len(items) / (time.perf_counter() - start), 1)
+
+
+def yuv420_vs_jpeg_path(images: list[np.ndarray], *, size: int) -> dict:
+  """How far a YUV 4:2:0 set made from the JPEG path's images (prepare --source=prepared:DIR)
+  lies from the JPEG path's own pixels, both decoded by libjpeg-turbo: each crop stored as the
+  JPEG path stores it (q90) and decoded (simplejpeg), laid out as YUV 4:2:0 and decoded on the
+  devices; |difference| in levels over every pixel and channel."""
+  jpeg_path = np.stack([np.empty((size, size, 3), np.uint8) for _ in images])
+  for image, out in zip(images, jpeg_path):
+    prepared.decode_record(prepared.encode_record(0, image, image_format="jpeg", quality=90),
+                           image_format="jpeg", size=size, out_HWC=out)
+  rows = np.stack([decoded.encode_pixels(image, "yuv420") for image in jpeg_path])
+  difference = np.abs(decoded.rows_to_rgb(rows, colour="yuv420", size=size).astype(np.int16)
+                      - jpeg_path)
+  return {"mean": round(float(difference.mean()), 2),
+          "p99": int(np.percentile(difference, 99)), "max": int(difference.max())}
 
 
 def decoded_rows(out_root: str, *, batches: int, image_size: int,
@@ -356,25 +392,36 @@ def decoded_rows(out_root: str, *, batches: int, image_size: int,
   from the memory-mapped file on one thread and on a thread per core."""
   device = jax.devices()[0]
   sharding = NamedSharding(jax.make_mesh((1,), ("data",), devices=[device]), P("data"))
+  # The bare step the finish goes in front of: configs/imagenet_single.py's model in bfloat16
+  # (the tiny one at 64² in a dry run), pipelined.
+  config = imagenet_single.get_config()
+  config.update(model=config.model if image_size == config.image_size else "alexnet_owt_tiny",
+                image_size=image_size, dtype="bfloat16", global_batch_size=global_batch)
+  step = step_timing.measure(config, num_classes=1000, steps=10, warmup=2, pipelined=True)
   rows = []
   for colour in decoded.COLOURS:
     directory = os.path.join(out_root, colour)
-    resident = decoded.DecodedDataset(directory, image_size=image_size, placement="devices")
-    train, _ = resident.device_transforms(sharding, seed=0)
+    resident = decoded.DecodedDataset(directory, image_size=image_size).placed(
+        decoded.Placement(decoded.WHOLE, 1, "the benchmark places it"))
+    finish = resident.device_input(sharding, seed=0, dtype=jax.numpy.bfloat16)
     batch_rows = jax.device_put(np.random.default_rng(0).integers(
         0, resident.num_train, global_batch).astype(np.int32), sharding)
-    milliseconds = step_timing.median_ms(lambda: train(batch_rows, 0).block_until_ready(), 10)
+    milliseconds = step_timing.median_ms(
+        lambda: finish.finish_train(batch_rows, 0).block_until_ready(), 10)
     rows.append({"source": f"decoded {colour}", "placement": "devices",
                  "image_size": image_size, "stored_size": resident.manifest.size,
                  "global_batch": global_batch,
-                 "device_work": "gather, " + ("YUV→RGB, " if colour == "yuv420" else "")
-                 + "crop, flip, lighting, normalise",
-                 "device_images_per_sec": round(global_batch / (milliseconds / 1e3), 1)})
+                 "device_work": "gather, " + ("YUV→RGB on the crop, " if colour == "yuv420"
+                                              else "") + "crop, flip, lighting, normalise",
+                 "device_images_per_sec": round(global_batch / (milliseconds / 1e3), 1),
+                 # The finish as a program of its own against the bare step it feeds.
+                 "finish_ms": round(milliseconds, 3), "model": config.model,
+                 "bare_step_ms_pipelined": step["step_ms_pipelined"],
+                 "finish_over_bare_step": round(milliseconds / step["step_ms_pipelined"], 3)})
     print(json.dumps(rows[-1]), flush=True)
     for threads in (1, os.cpu_count()):
-      host = decoded.DecodedDataset(directory, image_size=image_size, placement="host",
-                                    threads=threads)
-      host.device_transforms(sharding, seed=0)
+      host = decoded.DecodedDataset(directory, image_size=image_size, threads=threads).placed(
+          decoded.Placement(decoded.HOST, 1, "the benchmark reads it on the host"))
       row = {"source": f"decoded {colour}", "placement": "host", "image_size": image_size,
              "global_batch": global_batch, "workers": 0, "threads": threads, "cores": threads,
              "host_work": "gather rows from the memory-mapped file"}
@@ -512,6 +559,32 @@ def feeding_rows(out_root: str, *, batches: list[int], steps: int, dry_run: bool
   return rows
 
 
+def gather_far_rows(directory: str) -> dict:
+  """The resident set whole on the first device, and rows gathered from it by row number as the
+  step gathers them — the highest rows, past 2³¹ bytes into the set where it is that large (row
+  21,846 on of YUV 4:2:0 at 256²) — compared with the file's."""
+  source = decoded.DecodedDataset(directory, image_size=8).placed(
+      decoded.Placement(decoded.WHOLE, 1, "the benchmark places it"))
+  device = jax.devices()[0]
+  sharding = NamedSharding(jax.make_mesh((1,), ("data",), devices=[device]), P("data"))
+  finish = source.device_input(sharding, seed=0)
+  file_rows = source.manifest.images(directory, "train")
+  past = 2**31 // source.manifest.bytes_per_image + 1  # the first row past 2³¹ bytes
+  rows = np.unique(np.concatenate([[0, min(past, source.num_train - 1)],
+                                   np.linspace(past, source.num_train - 1, 14).astype(int)
+                                   if past < source.num_train else [source.num_train - 1]]))
+  rows = np.clip(rows, 0, source.num_train - 1).astype(np.int32)
+  gathered = jax.jit(lambda held, r: device_augment.gather_rows(held, r, sharding))(
+      finish.held, jax.device_put(rows, sharding))
+  equal = bool(np.array_equal(np.asarray(gathered), np.asarray(file_rows[rows])))
+  del finish, gathered
+  return {"source": "decoded yuv420 gathered on the device", "rows": source.num_train,
+          "set_bytes": source.set_bytes, "rows_gathered": rows.tolist(),
+          "highest_byte_offset": int(rows.max()) * source.manifest.bytes_per_image,
+          "past_2_31_bytes": int(rows.max()) * source.manifest.bytes_per_image >= 2**31,
+          "equal_to_the_file": equal}
+
+
 def cpu_model() -> str:
   """The host CPU's model name (Linux), else what the platform module knows."""
   try:
@@ -547,16 +620,19 @@ def main(argv):
     if "tfds" in sections:
       result["pipelines"].append(tfds_row(jpegs, batches=batches,
                                           examples=GLOBAL_BATCH if dry else 2048))
-    jpeg_path = True  # the JPEG path's readers (Grain, ArrayRecord, simplejpeg) are here
-    if {"prepare", "prepared", "trainer"} & set(sections):
+    # The JPEG path's writer and readers (the imagenet extra): without them its rows are
+    # skipped, saying so, and the rest is measured.
+    missing = prepared.imagenet_extra_missing(
+        "the JPEG path's rows", ("array_record", "grain", "simplejpeg"))
+    jpeg_path = missing is None
+    if not jpeg_path:
+      print(f"skipped: {missing}", flush=True)
+      result["prepare"] = [{"format": "jpeg", "skipped": str(missing)}]
+    elif {"prepare", "prepared", "trainer"} & set(sections):
       result["prepare"] = prepare_rows(folder, os.path.join(work, "prepared"), jpegs)
-    elif "feeding" in sections:  # the feeding rows read only the JPEGs, and go on without them
-      try:
-        result["prepare"] = prepare_rows(folder, os.path.join(work, "prepared"), jpegs,
-                                         formats=("jpeg",))
-      except ModuleNotFoundError as e:
-        jpeg_path = False
-        result["prepare"] = [{"format": "jpeg", "skipped": f"{e.name} is not installed"}]
+    elif "feeding" in sections:  # the feeding rows read only the JPEGs
+      result["prepare"] = prepare_rows(folder, os.path.join(work, "prepared"), jpegs,
+                                       formats=("jpeg",))
     if {"decoded_prepare", "decoded", "feeding"} & set(sections):
       result["decoded_prepare"] = decoded_prepare_rows(folder, os.path.join(work, "decoded"),
                                                        jpegs)
@@ -564,12 +640,12 @@ def main(argv):
       result["decoded"] = decoded_rows(os.path.join(work, "decoded"), batches=batches,
                                        image_size=64 if dry else 224,
                                        global_batch=16 if dry else GLOBAL_BATCH)
-    if "prepared" in sections:
+    if "prepared" in sections and jpeg_path:
       result["pipelines"] += prepared_rows(os.path.join(work, "prepared"),
                                            batches=batches,
                                            image_size=64 if dry else 224,
                                            global_batch=16 if dry else GLOBAL_BATCH)
-    if "trainer" in sections:
+    if "trainer" in sections and jpeg_path:
       result["trainer"] = trainer_rows(os.path.join(work, "prepared"),
                                        batch=16 if dry else _TRAINER_BATCH.value,
                                        steps=8 if dry else _TRAINER_STEPS.value, dry_run=dry)
@@ -586,6 +662,9 @@ def main(argv):
           steps=8 if dry else _FEEDING_STEPS.value, dry_run=dry,
           resident_images=64 if dry else _RESIDENT_IMAGES.value, jpeg_ceiling=ceiling,
           budget_s=_BUDGET_S.value, jpeg_path=jpeg_path)
+      # Last: the set whole on the device would hold its memory while main.py runs.
+      result["far_rows"] = gather_far_rows(os.path.join(work, "resident"))
+      print(json.dumps(result["far_rows"]), flush=True)
   finally:
     shutil.rmtree(work, ignore_errors=True)
   print(json.dumps(result, indent=1))

@@ -18,8 +18,12 @@
 #                   bare step at batch 256 and 512 with that set on the device, from host memory,
 #                   and the prepared JPEGs on a worker process per core beside their ceiling
 #                   (cores × one core's decode rate), each with the device's busy share from a
-#                   trace; also the decoded set's prepare rates and its gather + augment rate
+#                   trace; rows of the set gathered on the device past 2³¹ bytes into it, against
+#                   the file's; also the decoded set's prepare rates (1, 2 and every worker) and
+#                   its gather + augment program timed alone against the bare step
 #                   (--sections=decoded_prepare,decoded). Writes OUT/feeding/input_pipeline.json;
+# Without the imagenet extra the JPEG rows are skipped, saying so (input_pipeline's part is all
+# JPEG rows: it is skipped).
 #   suite           at once: the test suite on the cores left (all but four) || the notebook,
 #                   then the mocked 8-GPU programs with the time model's predictions, until
 #                   BUDGET is spent.
@@ -60,6 +64,14 @@ if compgen -G ".whl/*.whl" >/dev/null; then
     export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
 fi
 nvidia-smi >>"$LOG" 2>&1
+# The JPEG path's rows need the imagenet extra (Grain, ArrayRecord, simplejpeg): without it they
+# are skipped, saying so, and everything else is measured.
+if ! $PYTHON -c "import grain, array_record, simplejpeg" >/dev/null 2>&1; then
+  log "the imagenet extra (grain, array-record, simplejpeg) is not installed: skipping the JPEG rows"
+  JPEG_PATH=
+else
+  JPEG_PATH=yes
+fi
 if has trainer; then
   log "environment, trainer"
   $PYTHON -m benchmarks.speed.accelerator $DRY --sections=environment,trainer --out="$OUT/first" \
@@ -73,7 +85,9 @@ if has feeding; then
     --sections=decoded_prepare,decoded,feeding --feeding_batches=256,512 \
     --budget_s=$((BUDGET - SECONDS - 30)) --out="$OUT/feeding" >>"$LOG" 2>&1
 fi
-if has input_pipeline; then
+if has input_pipeline && [ -z "$JPEG_PATH" ]; then
+  log "input pipeline: skipped (its rows are the JPEG path's)"
+elif has input_pipeline; then
   log "input pipeline"
   $PYTHON -m benchmarks.speed.input_pipeline $DRY --sections=prepare,prepared,trainer \
     --out="$OUT" >>"$LOG" 2>&1

@@ -91,11 +91,15 @@ input_pipeline_decoded_prepare = per_row(
     ("colour", lambda p: {"yuv420": "YUV 4:2:0", "rgb": "RGB"}[p["colour"]] + f", {p['size']}²"),
     ("bytes per image", "{bytes_per_image:,}"),
     ("prepare images/s per core", "{images_per_sec_per_core:,.0f}"),
+    ("images/s, 1 worker · 2 workers", lambda p: " · ".join(
+        f"{p['images_per_sec_by_workers'][w]:,.0f}" for w in ("1", "2"))
+     if "images_per_sec_by_workers" in p else "—"),
     ("of it the colour layout, ms", "{layout_ms_per_image:.2f}"),
     ("ImageNet train set", "{imagenet_train_gb:,.1f} GB ({imagenet_train_gib:,.1f} GiB)"),
     ("ImageNet core-hours", "{imagenet_core_hours:,.1f}"),
     ("PSNR against RGB", lambda p: f"{p['psnr_vs_rgb_db']} dB" if "psnr_vs_rgb_db" in p else "—"),
-    rows=lambda result: result["decoded"]["decoded_prepare"])
+    rows=lambda result: result["decoded"]["decoded_prepare"],
+    optional=("images/s, 1 worker · 2 workers",))
 
 
 def _decoded_rate(row) -> str:
@@ -109,7 +113,10 @@ _decoded_reads = per_row(
                              else f"host, {r['threads']} thread" + "s" * (r["threads"] > 1)),
     ("work per batch", lambda r: r.get("device_work") or r["host_work"]),
     ("images/s (median)", _decoded_rate),
-    rows=lambda result: [r for r in result["decoded"]["decoded"] if r["placement"] != "transfer"])
+    ("time ÷ the bare step's", lambda r: f"{r['finish_over_bare_step']:.2f} of "
+     f"{r['bare_step_ms_pipelined']:,.1f} ms" if "finish_over_bare_step" in r else "—"),
+    rows=lambda result: [r for r in result["decoded"]["decoded"] if r["placement"] != "transfer"],
+    optional=("time ÷ the bare step's",))
 
 
 def input_pipeline_decoded(result) -> str:
@@ -143,6 +150,18 @@ input_pipeline_feeding = per_row(
     TRACED, rows=lambda result: result["decoded"]["feeding"], optional=(TRACED[0],))
 
 
+# The split placement's exchange, compiled for 8 devices (benchmarks/speed/split_exchange.py).
+input_pipeline_split_exchange = per_row(
+    ("devices", "{data}"), ("global batch", "{global_batch:,}"),
+    ("rows a device owns, MB", lambda r: mb(r["owned_rows_bytes_per_device"])),
+    ("all-to-all per device and round, MB", lambda r: mb(r["collective_bytes_per_device"])),
+    ("÷ owned", "{collective_over_owned:.2f}"),
+    ("rounds per step (mean, max)", "{mean_rounds:.2f}, {max_rounds}"),
+    ("the reduce-scatter of the whole batch, MB",
+     lambda r: mb(r["reduce_scatter_bytes_per_device"])),
+    rows=lambda result: [result["split_exchange"]])
+
+
 def _gpu_host(render):
   """A table of input_pipeline.json's `gpu_host` rows (written there by --under=gpu_host)."""
   return lambda result: render(result["gpu_host"])
@@ -163,4 +182,6 @@ TABLES = {"throughput": (throughput, "throughput.json"),
           "input_pipeline_decoded_prepare": (input_pipeline_decoded_prepare,
                                              "input_pipeline.json"),
           "input_pipeline_decoded": (input_pipeline_decoded, "input_pipeline.json"),
-          "input_pipeline_feeding": (input_pipeline_feeding, "input_pipeline.json")}
+          "input_pipeline_feeding": (input_pipeline_feeding, "input_pipeline.json"),
+          "input_pipeline_split_exchange": (input_pipeline_split_exchange,
+                                            "input_pipeline.json")}

@@ -70,25 +70,5 @@ def make_train_step(model: models.Network, plan: partitioning.Plan, mesh, *, tx,
 
   # pmap answers on its own one-axis mesh of the same devices; the out shardings name the
   # scheme's mesh again, so the state goes on as the other backends leave it.
-  return _WithoutContextMesh(compiler_options.jit(train_step, mesh, tuned=options.tune_xla_cpu,
-                                                  donate_argnums=0,
-                                                  out_shardings=(replicated, replicated)))
-
-
-class _WithoutContextMesh:
-  """Calls and lowers a jitted function with no mesh set (`jax.set_mesh(None)`).
-
-  pmap traces its function in a shard_map over a one-axis mesh of its own, which JAX refuses to
-  nest in the caller's `jax.set_mesh(...)` context (the training loop runs inside one).
-  """
-
-  def __init__(self, jitted):
-    self._jitted = jitted
-
-  def __call__(self, *args):
-    with jax.set_mesh(None):
-      return self._jitted(*args)
-
-  def lower(self, *args):
-    with jax.set_mesh(None):
-      return self._jitted.lower(*args)
+  return compiler_options.jit(train_step, mesh, tuned=options.tune_xla_cpu, outside_mesh=True,
+                              donate_argnums=0, out_shardings=(replicated, replicated))
