@@ -243,6 +243,11 @@ def load_dataset(spec: RunSpec):
     # few (mesh_lib.pick_devices refuses that case itself, unless stand-ins were asked for).
     devices = jax.devices() if len(jax.devices()) >= needed else jax.devices("cpu")
     source.settle(devices[:needed], data=plan.data)
+  if isinstance(spec.local_sgd, asgd.Settings) and spec.local_sgd.asgd_data_order != "own":
+    # Lock-step clients fed as a drawn run (asgd.py): each client's rows of its own step.
+    total = steps_to_train(spec, input_pipeline.steps_per_epoch(source, spec.global_batch_size))
+    source = dataclasses.replace(source, block_steps=asgd.data_steps(
+        spec.local_sgd, spec.plan.data, seed=spec.seed, steps=total))
   return source
 
 
