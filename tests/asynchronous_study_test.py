@@ -121,6 +121,38 @@ class IntervalTest(absltest.TestCase):
     self.assertEqual((ci["n"], ci["mean"], ci["sd"]), (4, 1.0, 0.0))
 
 
+class ControlTest(absltest.TestCase):
+  """The rule that reads the `speeds_control` runs (fixed before them)."""
+
+  def test_an_arm_reproduces_the_gain_by_its_two_intervals(self):
+    ratio = lambda low, high: {"geometric_mean": (low + high) / 2, "ci95": [low, high], "n": 5}
+    share = rules.control_share
+    self.assertEqual(share(ratio(1.2, 1.9), ratio(0.8, 1.3)), "all of it")
+    self.assertEqual(share(ratio(1.1, 1.5), ratio(1.05, 1.6)), "part of it")
+    self.assertEqual(share(ratio(0.8, 1.2), ratio(1.2, 1.9)), "none of it")
+    self.assertEqual(share(ratio(0.9, 1.6), ratio(0.9, 1.7)), "not separated")
+    self.assertEqual(share(ratio(1.2, 1.9), {"geometric_mean": None, "ci95": None, "n": 2}),
+                     "not testable")
+
+  def test_the_gain_and_each_arm_are_seed_paired_against_lock_step(self):
+    # Lock-step reaches the target at 40 steps on every seed; the heavy-tailed runs at 20 (a
+    # gain of 2); an arm at 20 on every seed reproduces all of it, one at 40 none of it.
+    at = lambda steps: [0.1 + 0.9 * min(1.0, 10 * (i + 1) / steps) for i in range(6)]
+    cell = lambda steps, **fields: [run(s, at(steps), staleness={"staleness_mean": 6.0},
+                                        **fields) for s in range(5)]
+    label = rules.PRESET_SETTING
+    runs = (cell(40, part="momentum", label=label) +
+            cell(20, part="speeds", label=f"{label}, heavy_tailed") +
+            cell(20, part="speeds_control", label=f"{label}, lock-step, random phases") +
+            cell(40, part="speeds_control", label=f"{label}, lock-step, heavy_tailed's data order"))
+    found = rules.speeds_control(runs, {"target_top1": 0.95})
+    self.assertEqual(found["gain"]["geometric_mean"], 2.0)
+    self.assertEqual([(a["arm"], a["reproduces"], a["share_of_gain"]) for a in found["arms"]],
+                     [("lock-step, random phases", "all of it", 1.0),
+                      ("lock-step, heavy_tailed's data order", "none of it", 0.0)])
+    self.assertFalse(found["unexplained"])
+
+
 class CurveTest(absltest.TestCase):
 
   def test_a_zigzag_of_period_n_sync_is_rough_and_a_ramp_is_not(self):

@@ -48,6 +48,11 @@ so the parts run both. The parts, in order (each later part reads the rates the 
                one-straggler step times, hybrid_parallel/local_sgd/asgd.py), each run for as
                long in time (mean client steps) as in lock-step.
   speeds_paine1  Experiment 1 averaged at n_sync 4 with heavy-tailed step times.
+  speeds_control  Why `speeds`' heavy-tailed clients reach the target sooner than lock-step ones
+               (the rule: asynchronous_findings.speeds_control, fixed before these runs): the
+               preset's setting with heavy-tailed step times of σ 0.1 and 0.3, with `spread`
+               step times, in lock-step with random phases, and in lock-step fed the images
+               a heavy-tailed run would have fed each client (asgd_data_order).
   su           Su et al.'s averaging: allreduce, butterfly and hopping ring every 1, 4 and 16
                steps on 4 and 8 replicas, 540 steps (the one client of `reference` on the same
                schedule is the one-GPU baseline). Each (replicas, every) takes the rate among
@@ -104,7 +109,7 @@ from hybrid_parallel.analysis import costmodel, hardware, hlo_stats
 from hybrid_parallel.local_sgd import asgd
 
 PARTS = ("reference", "synchronous", "momentum", "staleness", "summing", "paine1", "paine2",
-         "paine3", "speeds", "speeds_paine1", "su", "validate", "overlap")
+         "paine3", "speeds", "speeds_paine1", "speeds_control", "su", "validate", "overlap")
 _PARTS = benchmarks.define_choices("parts", PARTS, "Which parts (module docstring), in order.")
 _SEEDS = benchmarks.define_seeds_flag(default=range(5))
 _OUTPUT = benchmarks.define_output_flags("asynchronous")
@@ -141,10 +146,25 @@ class Setting:
   sync_every: int | None = None  # averaging.
   average_method: str | None = None
   step_times: str = "equal"  # A-SGD: asgd_step_times (equal: lock-step).
+  heavy_tail_sigma: float = 1.0  # A-SGD: asgd_heavy_tail_sigma.
+  phases: str = "even"  # A-SGD: asgd_phases.
+  data_order: str = "own"  # A-SGD: asgd_data_order.
 
   @property
   def effective_step(self) -> float:
     return round(self.learning_rate / (1 - self.momentum), 6)
+
+
+# Setting's fields added after runs were stored: a stored run without one has its default, and
+# a run stores one only where it is not the default (the runs before it stay as they were).
+LATER_FIELDS = ("heavy_tail_sigma", "phases", "data_order")
+
+
+def stored_fields(setting: Setting) -> dict:
+  """The setting's fields as its runs store them (LATER_FIELDS only where not the default)."""
+  defaults = {f.name: f.default for f in dataclasses.fields(Setting)}
+  return {k: v for k, v in dataclasses.asdict(setting).items()
+          if k not in LATER_FIELDS or v != defaults[k]}
 
 
 def _rate(value: float) -> float:
@@ -198,6 +218,26 @@ def speeds_settings() -> list[Setting]:
   arrival order), each run for as long in time (mean client steps) as in lock-step."""
   return [Setting("speeds", f"β 0.9, η/(1−β) 0.25, n_sync 4, {t}", "asgd", 8, 0.025, 450,
                   decay_at=270, n_sync=4, server_rule="average", step_times=t) for t in SPEEDS]
+
+
+CONTROL_SIGMAS = (0.1, 0.3)  # `speeds_control`: heavy-tailed step times spread less than σ 1.
+
+
+def speeds_control_settings() -> list[Setting]:
+  """`speeds`' preset setting (β 0.9, η/(1−β) 0.25, n_sync 4, 8 clients averaged), each run as
+  long in time as lock-step's 450 steps: heavy-tailed step times of σ in CONTROL_SIGMAS (σ 1 is
+  `speeds`' own), `spread` step times (each client's fixed, uniform on 0.5–1.5), lock-step with
+  each client's phase drawn from the seed, and lock-step fed, client by client, the images a
+  heavy-tailed run of the same seed would have fed it (asgd.py's asgd_data_order)."""
+  preset = "β 0.9, η/(1−β) 0.25, n_sync 4"
+  setting = lambda label, **fields: Setting(
+      "speeds_control", f"{preset}, {label}", "asgd", 8, 0.025, 450, decay_at=270, n_sync=4,
+      server_rule="average", **fields)
+  return ([setting(f"heavy_tailed σ {sigma}", step_times="heavy_tailed", heavy_tail_sigma=sigma)
+           for sigma in CONTROL_SIGMAS] +
+          [setting("spread", step_times="spread"),
+           setting("lock-step, random phases", phases="random"),
+           setting("lock-step, heavy_tailed's data order", data_order="heavy_tailed")])
 
 
 def speeds_paine1_settings(rate: float) -> list[Setting]:
@@ -278,7 +318,9 @@ def asgd_settings(setting: Setting) -> asgd.Settings:
   return asgd.Settings(n_push=setting.n_sync, n_fetch=setting.n_sync, asgd_stagger=True,
                        warm_start_steps=setting.warm_start_steps,
                        asgd_warm_start_momentum=setting.warm_start_momentum,
-                       asgd_server_rule=setting.server_rule, asgd_step_times=setting.step_times)
+                       asgd_server_rule=setting.server_rule, asgd_step_times=setting.step_times,
+                       asgd_heavy_tail_sigma=setting.heavy_tail_sigma, asgd_phases=setting.phases,
+                       asgd_data_order=setting.data_order)
 
 
 def program_steps(setting: Setting, seed: int) -> int:
@@ -314,7 +356,9 @@ def config_of(setting: Setting, seed: int):
     config.update(n_push=setting.n_sync, n_fetch=setting.n_sync,
                   asgd_server_rule=setting.server_rule, warm_start_steps=setting.warm_start_steps,
                   asgd_warm_start_momentum=setting.warm_start_momentum,
-                  asgd_step_times=setting.step_times)
+                  asgd_step_times=setting.step_times,
+                  asgd_heavy_tail_sigma=setting.heavy_tail_sigma, asgd_phases=setting.phases,
+                  asgd_data_order=setting.data_order)
   if setting.scheme == "averaging":
     config.update(sync_every=setting.sync_every, average_method=setting.average_method)
   return config
@@ -413,7 +457,8 @@ def machines() -> dict:
 
 
 def setting_of(run: dict) -> Setting:
-  return Setting(**{f.name: run[f.name] for f in dataclasses.fields(Setting)})
+  return Setting(**{f.name: run.get(f.name, f.default) if f.name in LATER_FIELDS else run[f.name]
+                    for f in dataclasses.fields(Setting)})
 
 
 def repriced(runs: list[dict], all_machines: dict) -> list[dict]:
@@ -436,8 +481,8 @@ def run_settings(settings: list[Setting], *, seeds, all_machines: dict, done: li
   rows = []
   for setting in settings:
     prediction = predicted_step_s(setting, all_machines)
-    fields = dataclasses.asdict(setting)
-    earlier = {r["seed"]: r for r in done if {k: r.get(k) for k in fields} == fields}
+    fields = stored_fields(setting)
+    earlier = {r["seed"]: r for r in done if setting_of(r) == setting}
     for seed in sorted(set(seeds) | set(earlier)):
       if seed in earlier:  # priced anew when the study started (main).
         rows.append(earlier[seed])
@@ -467,9 +512,9 @@ def what_it_saw(setting: Setting, seed: int, row: dict) -> dict:
   if setting.scheme != "asgd":
     return {}
   rounds = program_steps(setting, seed) - setting.warm_start_steps
-  # Equal step times draw nothing from the seed.
-  key = (asgd_settings(setting), setting.clients,
-         seed if setting.step_times != "equal" else 0, rounds)
+  # Equal step times at even phases draw nothing from the seed.
+  drawn = setting.step_times != "equal" or setting.phases == "random"
+  key = (asgd_settings(setting), setting.clients, seed if drawn else 0, rounds)
   saw = _timeline(*key)
   out = {"staleness": saw["summary"]}
   if setting.step_times != "equal":
@@ -536,6 +581,8 @@ def part_settings(part: str, chosen: dict) -> list[Setting]:
     return staleness_settings()
   if part == "speeds":
     return speeds_settings()
+  if part == "speeds_control":
+    return speeds_control_settings()
   rate = chosen["one_client_rate"]
   if part == "paine1":
     return paine1_settings(rate)
@@ -695,6 +742,7 @@ def publish(result: dict, all_machines: dict, path: str) -> None:
   result["largest_step"] = rules.largest_step(runs)
   result["summing"] = rules.summing_grid(runs)
   result["step_times"] = rules.step_times_effect(runs, chosen)
+  result["speeds_control"] = rules.speeds_control(runs, chosen)
   benchmarks.publish(result, path)
 
 

@@ -765,6 +765,85 @@ def step_times_effect(runs: list[dict], chosen: dict) -> list[dict]:
   return rows
 
 
+PRESET_SETTING = "β 0.9, η/(1−β) 0.25, n_sync 4"  # configs/asgd8.py's cell of the momentum sweep.
+
+# What each `speeds_control` arm changes from lock-step, the candidate reason it tests.
+CONTROL_CANDIDATES = {
+    "heavy_tailed σ 0.1": "step times drawn, spread little (σ 0.1): the data order and irregular "
+                          "pushes of a drawn run, staleness near lock-step's",
+    "heavy_tailed σ 0.3": "step times drawn, spread moderately (σ 0.3)",
+    "spread": "each client at its own fixed speed (0.5–1.5): unequal contributions, regular pushes",
+    "lock-step, random phases": "lock-step's evenly spread phases alone (each client's phase "
+                                "drawn instead)",
+    "lock-step, heavy_tailed's data order": "a heavy-tailed run's data order alone (the images "
+                                            "each client skips), its pushes lock-step's",
+}
+
+
+def control_share(sooner: dict | None, left: dict | None) -> str:
+  """How much of the heavy-tailed runs' gain over lock-step an arm reproduces, from its speed-up
+  over lock-step (`sooner`) and its time over the heavy-tailed runs' (`left`), both seed-paired
+  95% intervals (`_log_ratio`): "all of it" (sooner's interval above 1, left's not), "part of it"
+  (both above 1), "none of it" (sooner's not above 1, left's above 1), "not separated" (neither
+  above 1: five seeds cannot tell), "not testable" (fewer than MIN_PAIRS seeds on a side)."""
+  if not (sooner and left and sooner["ci95"] and left["ci95"]):
+    return "not testable"
+  is_sooner, is_later = sooner["ci95"][0] > 1.0, left["ci95"][0] > 1.0
+  if is_sooner:
+    return "part of it" if is_later else "all of it"
+  return "none of it" if is_later else "not separated"
+
+
+def speeds_control(runs: list[dict], chosen: dict) -> dict | None:
+  """Why `speeds`' heavy-tailed clients reach the target sooner than the same setting in
+  lock-step (1.51× [1.10, 2.07] in mean client steps, seeds 0–4): the rule, fixed before the
+  `speeds_control` runs.
+
+  The gain: lock-step's time to the target over the heavy-tailed runs' (seed-paired, `_log_ratio`).
+  Each arm of `speeds_control` (the same setting and seeds 0–4; CONTROL_CANDIDATES says what it
+  changes) is read by two seed-paired intervals: its speed-up over lock-step (lock-step's time
+  over its own) and its time over the heavy-tailed runs' (above 1: it is slower than they are),
+  which `control_share` turns into how much of the gain it reproduces; its share of the gain's
+  logarithm is given beside (log of its speed-up over lock-step / log of the gain). An arm that
+  changes one thing from lock-step (its phases; its data order) and reproduces "all of it" or
+  "part of it" names that thing as a cause, all or part; the σ arms and `spread` say where along
+  the spread of step times the gain appears. Where neither one-thing arm reproduces any of it,
+  the heavy-tailed speed-up over synchronous training is stated as synchronous training's wait
+  times an unexplained factor (`unexplained`: True). Ten intervals, not adjusted for their
+  number: an explanation, not a claim of either paper. Also given: each arm's final test top-1
+  minus lock-step's (seed-paired). None before the runs it reads exist."""
+  target = chosen.get("target_top1")
+  lockstep = _sweep_cell(runs, PRESET_SETTING)
+  heavy = {s: r for s, r in select(runs, part="speeds", label=f"{PRESET_SETTING}, heavy_tailed"
+                                   ).items() if s in STUDY_SEEDS}
+  arms_runs = [r for r in runs if r["part"] == "speeds_control" and r["seed"] in STUDY_SEEDS]
+  if not (target and lockstep and heavy and arms_runs):
+    return None
+  times = lambda cell: {s: time_to(r, target) for s, r in cell.items()}
+  ratio = lambda a, b: _log_ratio({s: (a[s], b[s]) for s in sorted(set(a) & set(b))})
+  locked, drawn = times(lockstep), times(heavy)
+  gain = ratio(locked, drawn)
+  arms = []
+  for label in dict.fromkeys(r["label"] for r in arms_runs):
+    cell = select(arms_runs, label=label)
+    arm = label.removeprefix(f"{PRESET_SETTING}, ")
+    sooner, left = ratio(locked, times(cell)), ratio(times(cell), drawn)
+    share = (math.log(sooner["geometric_mean"]) / math.log(gain["geometric_mean"])
+             if sooner["geometric_mean"] and gain["geometric_mean"] not in (None, 1.0) else None)
+    stale = [r["staleness"] for r in cell.values() if "staleness" in r]
+    arms.append({"arm": arm, "label": label, "changes": CONTROL_CANDIDATES.get(arm, ""),
+                 "seeds": sorted(cell), "top1": round(mean_final(cell), 4),
+                 "minus_lockstep": paired(cell, lockstep, lambda r: r["final_eval_top1"]),
+                 "sooner_than_lockstep": sooner, "time_over_heavy_tailed": left,
+                 "share_of_gain": None if share is None else round(share, 3),
+                 "reproduces": control_share(sooner, left),
+                 "staleness_mean": round(statistics.mean(x["staleness_mean"] for x in stale), 3)
+                 if stale else None})
+  single = [a for a in arms if a["arm"].startswith("lock-step")]
+  return {"gain": gain, "arms": arms,
+          "unexplained": not any(a["reproduces"] in ("all of it", "part of it") for a in single)}
+
+
 def _log_ratio(pairs: dict) -> dict:
   """A speed-up (as `speedup` reports one) from seed → (baseline's time, method's time): the
   geometric mean of their ratio over the seeds where both are finite, its 95% interval (Student's
