@@ -5,6 +5,7 @@ confidence interval on every comparison.
 
   python -m benchmarks.papers.asynchronous [--parts=reference,...] [--seeds=0,1,2,3,4]
                                            [--out=DIR | --publish]
+  python -m benchmarks.papers.asynchronous --recompute=docs/asynchronous.json
 
 Every run trains `alexnet_tiny` on digits at 64² in this process (train.train_config), 16 images
 per client (replica) per step, dropout 0.25 (the 64-unit FC layers of the tiny net lose too much
@@ -75,15 +76,18 @@ nodes of Blue Waters (`blue_waters`, where Paine's comparisons are priced) and K
 8 K20s (`k20s`, where Su's are) — and on one 8-GPU H100 node (analysis/costmodel.py); every
 A-SGD row carries `staleness`, what its clients saw (replayed from its seed by asgd.timeline), and
 a row whose clients kept their own speeds its evaluations' times (`eval_time`). Writes
-asynchronous.json ({"runs", "machines", "chosen", "findings", "momentum_effect", "boundary",
+asynchronous.json — the runs, the `overlap` rows, and what `derive` makes of the runs ("machines",
+"step_prices", "chosen", "findings", "momentum_effect", "staleness_effect", "boundary",
 "preset_validation", "where_asgd_is_faster", "largest_step", "summing", "step_times",
-"overlap"}) and asynchronous.png under runs/asynchronous/ (or --out; with --publish into docs/)
-after every run, each run's progress lines (compile, step, loss, ETA) streaming as it trains; a
-run whose setting and seed are already there is kept, not trained again, and re-priced (a stopped
-study resumes; more seeds add to those there). Findings (asynchronous_findings.py) follow rules
-written before the runs, except where docs/asynchronous.md says otherwise. About 3.5 hours on a
-2-core CPU for five seeds of the first parts; the later parts' runs take 2–6 minutes each on a
-loaded 2-core machine.
+"step_times_paine1", "speeds_control", "verdicts") — and asynchronous.png under
+runs/asynchronous/ (or --out; with --publish into docs/) after every run, each run's progress
+lines (compile, step, loss, ETA) streaming as it trains; a run whose setting and seed are already
+there is kept, not trained again, and re-priced (a stopped study resumes; more seeds add to those
+there). Findings (asynchronous_findings.py, asynchronous_claims.py) follow rules written before
+the runs, except where docs/asynchronous_appendix.md says otherwise. `--recompute=FILE` trains
+nothing and writes nothing: it derives every key from FILE's runs, prints the verdict table and
+exits 1 where a key differs from FILE's. About 3.5 hours on a 2-core CPU for five seeds of the
+first parts; the later parts' runs take 2–17 minutes each on a loaded 2-core machine.
 """
 
 import dataclasses
@@ -100,6 +104,7 @@ from absl import app, flags
 import benchmarks
 import train
 from benchmarks.common import compile_only
+from benchmarks.papers import asynchronous_claims as claims
 from benchmarks.papers import asynchronous_findings as rules
 from benchmarks.papers import tables
 from benchmarks.speed import gpu_topologies
@@ -113,6 +118,10 @@ PARTS = ("reference", "synchronous", "momentum", "staleness", "summing", "paine1
 _PARTS = benchmarks.define_choices("parts", PARTS, "Which parts (module docstring), in order.")
 _SEEDS = benchmarks.define_seeds_flag(default=range(5))
 _OUTPUT = benchmarks.define_output_flags("asynchronous")
+_RECOMPUTE = flags.DEFINE_string(
+    "recompute", None, "A results file of this study (docs/asynchronous.json): recompute every "
+    "finding, choice and verdict from the runs it stores, without training, print the verdict "
+    "table and exit 1 if any differs from the file's own; writes nothing.")
 
 TRAIN_IMAGES = 1437  # digits' training split.
 PER_CLIENT = 16
@@ -415,17 +424,18 @@ def imagenet_step_s(machine, *, scheme: str, data: int, model: int = 1, every=No
                              image_size=224, num_classes=1000, transfers=transfers)["step_s"]
 
 
-def predicted_step_s(setting: Setting, all_machines: dict) -> dict:
+def predicted_step_s(setting: Setting, all_machines: dict, *, digits: int | None = 4) -> dict:
   """Seconds per step of the setting at the papers' size on each paper's hardware — Paine's
   K20X nodes of Blue Waters (`blue_waters`), Krizhevsky 2014's 8 K20s (`k20s`: Su et al.'s
   averaging is priced there) — and on one 8-GPU H100 node (`h100_node`). A comparison prices both
   its sides on one machine: the same one-client run is 2.6× dearer a step on Blue Waters (Paine's
   code) than on a K20 (cuda-convnet2)."""
   exchange = "parameter_server" if setting.scheme == "asgd" else setting.average_method
-  return {where: round(imagenet_step_s(all_machines[name], scheme=setting.scheme,
-                                       data=setting.clients,
-                                       every=setting.n_sync or setting.sync_every,
-                                       exchange=exchange), 4)
+  rounded = (lambda s: s) if digits is None else (lambda s: round(s, digits))
+  return {where: rounded(imagenet_step_s(all_machines[name], scheme=setting.scheme,
+                                         data=setting.clients,
+                                         every=setting.n_sync or setting.sync_every,
+                                         exchange=exchange))
           for where, name in PRICED_ON.items()}
 
 
@@ -536,9 +546,10 @@ def best_rate(runs: list[dict], *, seeds, **fields) -> float:
   return max(rates, key=lambda rate: (scored[rate], -rate))
 
 
-def choices(runs: list[dict]) -> dict:
+def choices(runs: list[dict], prices=None) -> dict:
   """What the earlier parts chose for the later ones (each rule in the module docstring), from
-  the runs on the study's seeds (0–4)."""
+  the runs on the study's seeds (0–4); configs/asgd8.py's setting (`asgd8`) where `prices`
+  (asynchronous_findings.stored_prices) is given."""
   seeds = set(range(5))
   chosen = {}
   if rules.select(runs, part="reference"):
@@ -556,7 +567,7 @@ def choices(runs: list[dict]) -> dict:
                                        steps=rules.SUMMING_GRID_STEPS)
   if rules.select(runs, part="synchronous"):
     chosen["synchronous_rate"] = best_rate(runs, seeds=seeds, part="synchronous")
-    preset = rules.preset_choice(runs, chosen)
+    preset = rules.preset_choice(runs, chosen, prices) if prices else None
     if preset:
       chosen["asgd8"] = preset
   su = [r for r in runs if r["part"] == "su" and r["average_method"] == "allreduce"]
@@ -633,6 +644,9 @@ def validate_runs(runs: list[dict], *, all_machines: dict, done: list[dict], sav
                  server_rule=config.asgd_server_rule)
   sync = Setting("validate", f"data 8×1, rate {sync_rate}", "data", 8, sync_rate, 450,
                  decay_at=270)
+  # The config's first version (n_sync 16, chosen as the largest n_sync within 5 points of
+  # synchronous training; its runs were made by that version of the file): kept beside it.
+  first = dataclasses.replace(asgd, label=rules.FIRST_PRESET, n_sync=16)
 
   def configure(setting, seed):
     if setting is asgd:  # the config file itself, as `python main.py --config=…` runs it.
@@ -641,7 +655,7 @@ def validate_runs(runs: list[dict], *, all_machines: dict, done: list[dict], sav
       return run_config
     return config_of(setting, seed)
 
-  return run_settings([asgd, sync], seeds=VALIDATION_SEEDS, all_machines=all_machines,
+  return run_settings([asgd, first, sync], seeds=VALIDATION_SEEDS, all_machines=all_machines,
                       done=done, config=configure, save=save)
 
 
@@ -675,6 +689,12 @@ def overlap_rows() -> list[dict]:
 
 def main(argv):
   del argv
+  if _RECOMPUTE.value:
+    if not os.path.exists(_RECOMPUTE.value):
+      sys.exit(f"error: --recompute={_RECOMPUTE.value}: no such file; give a results file of "
+               f"this study, such as docs/asynchronous.json.")
+    platforms.start(cpu_devices=1)
+    sys.exit(recompute(_RECOMPUTE.value))
   if "overlap" in _PARTS.value:  # its compile-only GPUs, before JAX starts a backend.
     gpu_topologies.without_sharded_autotuning()
   platforms.start(cpu_devices=32)
@@ -690,9 +710,6 @@ def main(argv):
   if problem:  # before any work: nothing trained, nothing written.
     sys.exit(f"error: {problem}")
   all_machines = machines()
-  result["machines"] = {name: {"name": m.name, "efficiency": round(m.efficiency, 4),
-                               "calibrated_from": m.calibrated_from}
-                        for name, m in all_machines.items()}
   result["runs"] = repriced(result["runs"], all_machines)
   seeds = [int(s) for s in _SEEDS.value]
   for part in _PARTS.value:
@@ -727,23 +744,69 @@ def main(argv):
     result["runs"] = sorted(others + made, key=lambda r: PARTS.index(r["part"]))
     publish(result, all_machines, path)
   plot(result, _OUTPUT.path("asynchronous.png"))
-  print(tables.asynchronous_findings(result))
+  print(claims.verdict_lines(result))
 
 
 def publish(result: dict, all_machines: dict, path: str) -> None:
   """The runs, what they chose, the findings and the study's own results, written to `path`."""
-  runs = result["runs"]
-  result["chosen"] = chosen = choices(runs)
-  result["findings"] = rules.findings(runs, chosen, time_model(all_machines))
-  result["momentum_effect"] = rules.momentum_effect(runs)
-  result["boundary"] = rules.boundary(runs)
-  result["preset_validation"] = rules.preset_validation(runs, chosen)
-  result["where_asgd_is_faster"] = where_asgd_is_faster(runs, chosen, all_machines)
-  result["largest_step"] = rules.largest_step(runs)
-  result["summing"] = rules.summing_grid(runs)
-  result["step_times"] = rules.step_times_effect(runs, chosen)
-  result["speeds_control"] = rules.speeds_control(runs, chosen)
+  result.update(derive(result["runs"], all_machines))
   benchmarks.publish(result, path)
+
+
+def step_prices(runs: list[dict], all_machines: dict) -> dict:
+  """The time model's seconds per step of every setting among `runs`, unrounded, on each machine
+  of PRICED_ON: asynchronous_findings.price_key → {where: seconds}. Every comparison prices its
+  sides from these (a run's own `predicted_step_s` is rounded for its table)."""
+  prices = {}
+  for run in runs:
+    key = rules.price_key(run)
+    if key not in prices:
+      prices[key] = predicted_step_s(setting_of(run), all_machines, digits=None)
+  return dict(sorted(prices.items()))
+
+
+def derive(runs: list[dict], all_machines: dict) -> dict:
+  """Everything the study decides from its runs, without training: the time model's prices,
+  what the earlier parts chose, the papers' findings, the study's own results and the verdict
+  table (asynchronous_claims.verdicts). `--recompute` compares these with a file's."""
+  prices = step_prices(runs, all_machines)
+  priced = rules.stored_prices(prices)
+  chosen = choices(runs, priced)
+  target = chosen.get("target_top1")
+  derived = {
+      "machines": {name: {"name": m.name, "efficiency": round(m.efficiency, 4),
+                          "calibrated_from": m.calibrated_from}
+                   for name, m in all_machines.items()},
+      "step_prices": prices, "chosen": chosen,
+      "findings": rules.findings(runs, chosen, time_model=time_model(all_machines), prices=priced),
+      "momentum_effect": rules.momentum_effect(runs),
+      "staleness_effect": rules.staleness_effect(runs, target),
+      "boundary": rules.boundary(runs),
+      "preset_validation": rules.preset_validation(runs, chosen, priced),
+      "where_asgd_is_faster": where_asgd_is_faster(runs, chosen, all_machines),
+      "largest_step": rules.largest_step(runs),
+      "summing": rules.summing_grid(runs, target),
+      "step_times": rules.step_times_effect(runs, chosen),
+      "step_times_paine1": rules.step_times_paine1(runs, chosen, priced),
+      "speeds_control": rules.speeds_control(runs, chosen)}
+  derived["verdicts"] = claims.verdicts(derived)
+  return derived
+
+
+def recompute(path: str) -> int:
+  """The `--recompute` mode: every key `derive` makes, recomputed from the runs stored in the
+  results file at `path` (no training, nothing written), compared with the file's own; prints
+  the verdict table, one line a claim, and which keys differ. Returns the exit status: 0 where
+  every key is equal."""
+  _, stored = benchmarks.load_results(path)
+  derived = json.loads(json.dumps(derive(stored["runs"], machines())))  # as the file holds it.
+  differ = [key for key, value in derived.items() if stored.get(key) != value]
+  print(claims.verdict_lines(derived))
+  print(f"{len(derived)} keys recomputed from the {len(stored['runs'])} runs stored in "
+        f"{os.path.relpath(path, benchmarks.ROOT)}: " +
+        (f"{', '.join(differ)} differ from the file's." if differ else
+         "every one equal to the file's."))
+  return 1 if differ else 0
 
 
 # Machines on which A-SGD is priced against synchronous training: one 8-GPU node, and 8
