@@ -137,8 +137,8 @@ ASYNCHRONOUS_CLAIMS = (
     ("asgd8_slower_everywhere", "0"), ("summing_no_rate", "0"), ("summing_no_rate", "verdict"),
     ("staleness_accuracy", "0"), ("staleness_step", "0"), ("momentum_not_cause", "0"),
     ("speeds_heavy_tailed", "0"), ("speeds_heavy_tailed", "1"), ("speeds_heavy_tailed", "2"),
-    ("control_data_order", "0"), ("control_data_order", "verdict"), ("control_phases", "0"),
-    ("control_phases", "verdict"), ("su_faster", "0"), ("su_less_often", "0"))
+    ("control_data_order", "verdict"), ("control_phases", "verdict"), ("su_faster", "0"),
+    ("su_less_often", "0"))
 
 
 FIGURES = {
