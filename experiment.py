@@ -242,6 +242,11 @@ def load_dataset(spec: RunSpec):
       pca_lighting_std=data.pca_lighting_std, eval_crops=data.eval_crops,
       input_workers=data.input_workers, decoded_placement=data.decoded_placement)
   input_pipeline.check_same_everywhere(source)
+  if isinstance(spec.local_sgd, asgd.Settings) and spec.local_sgd.asgd_data_order != "own":
+    # Lock-step clients fed as a drawn run (asgd.py): each client's rows of its own step.
+    total = steps_to_train(spec, input_pipeline.steps_per_epoch(source, spec.global_batch_size))
+    source = dataclasses.replace(source, block_steps=asgd.data_steps(
+        spec.local_sgd, spec.plan.data, seed=spec.seed, steps=total))
   if not hasattr(source, "placed"):
     return source
   plan = spec.plan

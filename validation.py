@@ -102,6 +102,11 @@ def check_run(run) -> None:
                 global_batch=run.global_batch_size)
   if plan.local_sgd:
     local_sgd.SCHEMES[plan.scheme].check(run.local_sgd, plan.data)
+    order = getattr(run.local_sgd, "asgd_data_order", "own")
+    if order != "own" and not input_pipeline.arrays.is_array_dataset(run.data.dataset):
+      raise UserError(f"asgd_data_order {order!r} needs a dataset held in memory (digits, "
+                      f"synthetic or npz:PATH), got dataset {run.data.dataset!r}; set "
+                      f"asgd_data_order = 'own'.")
   if run.loop.num_train_steps == -1 and run.schedule.warmup_epochs > run.loop.num_epochs:
     raise UserError(f"warmup_epochs {run.schedule.warmup_epochs} is longer than the run's "
                     f"num_epochs {run.loop.num_epochs}.")

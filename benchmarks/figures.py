@@ -114,9 +114,8 @@ def _asgd8(key: str):
     if key in ("top1", "synchronous_top1"):
       return _mean_sd(v[key])
     # Time to the target as a multiple of synchronous training's: the inverse of the speed-up.
-    speedup = v["speedup_over_synchronous"]
-    low, high = speedup["ci95"]
-    return f"{1 / speedup['geometric_mean']:.2f}× [{1 / high:.2f}, {1 / low:.2f}]"
+    from benchmarks.papers import asynchronous_claims
+    return asynchronous_claims.times_of(v["speedup_over_synchronous"])
   return figure
 
 
@@ -127,6 +126,28 @@ def _yuv420_vs_jpeg_path(key: str):
     row = _find(results["decoded"]["decoded_prepare"], colour="yuv420")
     return f"{row['levels_vs_jpeg_path'][key]:g}"
   return figure
+
+
+def _claim(claim_id: str, part: str):
+  """A line of docs/asynchronous.md's verdict table (asynchronous_claims.verdicts): its `part`-th
+  key number, or ("verdict") its verdict with Holm's adjusted p."""
+  def figure(results):
+    from benchmarks.papers import asynchronous_claims
+    line = _find(results["verdicts"], id=claim_id)
+    if part == "verdict":
+      return asynchronous_claims.verdict_text(line)
+    return asynchronous_claims.key_value(line["key"][int(part)][1])
+  return figure
+
+
+# The asynchronous study's findings as its page quotes them: (claim, part) of its verdict table.
+ASYNCHRONOUS_CLAIMS = (
+    ("asgd8_less_accurate", "0"), ("asgd8_less_accurate", "verdict"),
+    ("asgd8_slower_everywhere", "0"), ("summing_no_rate", "0"), ("summing_no_rate", "verdict"),
+    ("staleness_accuracy", "0"), ("staleness_step", "0"), ("momentum_not_cause", "0"),
+    ("speeds_heavy_tailed", "0"), ("speeds_heavy_tailed", "1"), ("speeds_heavy_tailed", "2"),
+    ("control_data_order", "verdict"), ("control_phases", "verdict"), ("su_faster", "0"),
+    ("su_less_often", "0"))
 
 
 FIGURES = {
@@ -162,6 +183,8 @@ FIGURES = {
     "asynchronous.asgd8.seeds": (_asgd8("seeds"), "asynchronous.json"),
     "asynchronous.asgd8.target": (_asgd8("target"), "asynchronous.json"),
     "asynchronous.asgd8.time_vs_synchronous": (_asgd8("time_vs_synchronous"), "asynchronous.json"),
+    **{f"asynchronous.{claim_id}.{part}": (_claim(claim_id, part), "asynchronous.json")
+       for claim_id, part in ASYNCHRONOUS_CLAIMS},
     # One TPU chip, estimated from the compiled program.
     "tpu.v5e_1x1.single.step": (_tpu("v5e:1x1", "single", "estimated_step_ms"), "tpu.json"),
     "tpu.v5e_1x1.single.hbm": (_tpu("v5e:1x1", "single", "hbm_gib"), "tpu.json"),

@@ -77,8 +77,11 @@ def get_config() -> ml_collections.ConfigDict:
   # every scheme) or each change whole ("sum": DistBelief's and Paine's servers; each client's
   # rate is then its own, and the server takes D times the step and the weight decay);
   # Clients step at their own speeds by asgd_step_times: "equal" (lock-step), "spread", "straggler"
-  # or "heavy_tailed" (step times drawn from the run's seed; the server applies pushes in arrival
-  # order); hybrid_parallel/local_sgd/asgd.py.
+  # or "heavy_tailed" (step times drawn from the run's seed, lognormal of σ asgd_heavy_tail_sigma;
+  # the server applies pushes in arrival order); hybrid_parallel/local_sgd/asgd.py. Staggered
+  # clients' phases are spread evenly over n_push, or drawn from the seed (asgd_phases "random").
+  # asgd_data_order "heavy_tailed" (or "spread", "straggler") feeds lock-step clients the images
+  # a run at those step times would have fed them (an in-memory dataset); "own": their own.
   config.n_push = 1
   config.n_fetch = 1
   config.asgd_stagger = True
@@ -86,6 +89,9 @@ def get_config() -> ml_collections.ConfigDict:
   config.asgd_warm_start_momentum = True
   config.asgd_server_rule = "average"
   config.asgd_step_times = "equal"
+  config.asgd_heavy_tail_sigma = 1.0
+  config.asgd_phases = "even"
+  config.asgd_data_order = "own"
 
   # Data (see input_pipeline/): digits, synthetic or npz:PATH held in memory, or a TensorFlow
   # Datasets name — imagenet2012, imagenette/320px-v2, cifar10, cifar100, mnist, fashion_mnist —

@@ -73,10 +73,12 @@ def one_of(choices) -> Check:
   return check
 
 
-def setting(check: Check, *, config: str | None = None) -> dataclasses.Field:
+def setting(check: Check, *, config: str | None = None,
+            default=dataclasses.MISSING) -> dataclasses.Field:
   """A dataclass field that a config field sets — the one of the same name, or `config` (a
-  dotted name such as "mesh.data") — and the check its value must pass."""
-  return dataclasses.field(metadata={"check": check, "config": config})
+  dotted name such as "mesh.data") — and the check its value must pass; `default`: its value
+  where the dataclass is built by hand without it (a config always sets it)."""
+  return dataclasses.field(default=default, metadata={"check": check, "config": config})
 
 
 def declared_settings(cls) -> dict[str, Check]:

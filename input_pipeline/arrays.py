@@ -54,6 +54,10 @@ class Dataset(StepPositioned):
   num_classes: int
   mean: np.ndarray  # per-channel, of the training images, in [0, 255]
   std: np.ndarray
+  # [steps, blocks]: the step whose global batch each equal block of rows (one a data-parallel
+  # device) takes at each step; None: the step's own (A-SGD's asgd_data_order: a drawn run's
+  # data order for lock-step clients, hybrid_parallel/local_sgd/asgd.data_steps).
+  block_steps: np.ndarray | None = None
 
   @property
   def channels(self) -> int:
@@ -84,8 +88,20 @@ class Dataset(StepPositioned):
     row numbers in the training set (the devices hold its images: device_input) and
     labels."""
     for step in itertools.count(position):
-      rows = train_indices(self, global_batch, seed=seed, step=step)[shard]
+      rows = self.batch_rows(global_batch, seed=seed, step=step)[shard]
       yield rows.astype(np.int32), self.y_train[rows], step + 1
+
+  def batch_rows(self, global_batch: int, *, seed: int, step: int) -> np.ndarray:
+    """The training rows of the global batch of `step` (0-based): `train_indices`, or with
+    `block_steps` each block's rows of the batch of its own step."""
+    if self.block_steps is None:
+      return train_indices(self, global_batch, seed=seed, step=step)
+    if step >= len(self.block_steps):
+      raise ValueError(f"block_steps covers {len(self.block_steps)} steps, not step {step}.")
+    blocks = self.block_steps[step]
+    size = global_batch // len(blocks)
+    return np.concatenate([train_indices(self, global_batch, seed=seed, step=int(s))[
+        b * size:(b + 1) * size] for b, s in enumerate(blocks)])
 
   def eval_batches(self, batch: int, shard: slice):
     """Yields (images, labels, weights); the last batch is padded with weight-0 repeats."""

@@ -17,6 +17,8 @@ from hybrid_parallel import models, train_state
 from hybrid_parallel.local_sgd import asgd, core
 from hybrid_parallel.mesh import DATA
 import experiment
+from hybrid_parallel.errors import UserError
+from input_pipeline import arrays
 from tests import numerics, testing
 
 GLOBAL_BATCH = 16
@@ -387,6 +389,85 @@ class StepTimesTest(absltest.TestCase):
       np.testing.assert_array_equal(now[3], before[3])  # the straggler's first step ends at 4.
     kernel = lambda tree: tree.params["fc6"]["dense"]["kernel"]
     self.assertGreater(np.abs(kernel(after)[0] - kernel(start)[0]).max(), 1e-6)
+
+
+  def test_random_phases_are_drawn_from_the_seed_and_keep_the_lock_step_rule(self):
+    # Lock-step clients whose phases are drawn (asgd_phases "random"): every client in every
+    # round, each pushing and fetching on the lock-step rule's steps at its own drawn offset,
+    # each push as stale as the pushes since its client's fetch; even phases spread 8 clients
+    # two to a phase of n_push 4.
+    rule = settings(asgd_phases="random")
+    phases = np.asarray(asgd.offsets(rule, 8, seed=3))
+    self.assertTrue(((phases >= 0) & (phases < 4)).all())
+    self.assertFalse((phases == np.asarray(asgd.offsets(rule, 8, seed=4))).all())
+    np.testing.assert_array_equal(asgd.offsets(settings(), 8, seed=3), [0, 0, 1, 1, 2, 2, 3, 3])
+    events = asgd.timeline(rule, 8, seed=3, rounds=40)
+    t = np.arange(1, 41)[:, None]
+    self.assertTrue(events["active"].all())
+    np.testing.assert_array_equal(events["push"], (t + phases) % 4 == 0)
+    np.testing.assert_array_equal(events["fetch"], (t + phases) % 4 == 0)
+    # After the first period a push is stale by the other clients' pushes in the 3 rounds
+    # since its client's last fetch (its own round's pushes at the same instant not counted).
+    pushes_per_round = events["push"].sum(axis=1)
+    for r, c in zip(*np.nonzero(events["push"][4:])):
+      self.assertEqual(events["staleness"][r + 4, c], pushes_per_round[r + 1:r + 4].sum())
+    with self.assertRaisesRegex(UserError, "asgd_phases 'random' draws each staggered"):
+      asgd.check(settings(asgd_phases="random", asgd_stagger=False), 8)
+
+  def test_the_heavy_tail_s_sigma_sets_how_far_step_times_spread(self):
+    # Lognormal step times of mean 1 and log-sd σ: over 8 clients × 4,000 steps the log-sd is σ
+    # within 3% (its sampling sd is σ/√(2n), 0.4% of σ) and the mean 1 within 0.05 (five
+    # sampling sds at σ = 1: √(e − 1)/√32,000 = 0.0073).
+    for sigma in (0.1, 0.3, 1.0):
+      durations = np.asarray(jax.vmap(lambda k: asgd.step_durations(
+          "heavy_tailed", seed=2, clients=jnp.arange(8), step=k, heavy_tail_sigma=sigma))(
+              jnp.arange(1, 4001)))
+      self.assertAlmostEqual(np.log(durations).std() / sigma, 1.0, delta=0.03)
+      self.assertAlmostEqual(durations.mean(), 1.0, delta=0.05)
+    # The clients' rounds follow the σ the settings name.
+    spread = lambda sigma: asgd.timeline(settings(asgd_step_times="heavy_tailed",
+                                                  asgd_heavy_tail_sigma=sigma), 8, seed=2,
+                                         rounds=400)["staleness"]
+    self.assertLess(spread(0.1).std(), spread(1.0).std())
+
+  def test_lock_step_clients_fed_a_drawn_run_s_images(self):
+    # asgd_data_order "heavy_tailed": each lock-step client's k-th step takes the rows its k-th
+    # step took in a heavy-tailed run of the same seed (the round it ran in), after a warm start
+    # fed as its own; "own" is each program step's.
+    rule = settings(asgd_data_order="heavy_tailed", warm_start_steps=3)
+    steps = asgd.data_steps(rule, 8, seed=1, steps=60)
+    drawn = asgd.timeline(settings(asgd_step_times="heavy_tailed", warm_start_steps=3), 8,
+                          seed=1, rounds=400)["active"]
+    np.testing.assert_array_equal(steps[:3], np.broadcast_to(np.arange(3)[:, None], (3, 8)))
+    for c in range(8):
+      np.testing.assert_array_equal(steps[3:, c], 3 + np.flatnonzero(drawn[:, c])[:57])
+    self.assertGreater((steps[3:] != np.arange(3, 60)[:, None]).mean(), 0.5)
+    np.testing.assert_array_equal(asgd.data_steps(settings(), 8, seed=1, steps=5),
+                                  np.broadcast_to(np.arange(5)[:, None], (5, 8)))
+    # The run's source feeds them: each client's 16 rows of the batch of its own step.
+    config = CONFIG.copy_and_resolve_references()
+    config.update(dataset="digits", parallelism="asgd", global_batch_size=128,
+                  mesh=dict(data=8, model=1), n_push=4, n_fetch=4, num_train_steps=60,
+                  warm_start_steps=3, asgd_data_order="heavy_tailed", seed=1)
+    spec = experiment.resolve(config)
+    source = experiment.load_dataset(spec)
+    np.testing.assert_array_equal(source.block_steps, steps)
+    rows = next(source.train_batches(128, seed=1, position=10, shard=slice(None)))[0]
+    for c in range(8):
+      np.testing.assert_array_equal(
+          rows[16 * c:16 * (c + 1)],
+          arrays.train_indices(source, 128, seed=1, step=int(steps[10, c]))[16 * c:16 * (c + 1)])
+
+  def test_a_drawn_data_order_is_refused_where_it_means_nothing(self):
+    config = lambda **fields: testing.tiny_config(**{
+        "parallelism": "asgd", "mesh": dict(data=4, model=1), "global_batch_size": 16,
+        "asgd_data_order": "heavy_tailed", **fields})
+    with self.assertRaisesRegex(UserError, "asgd_data_order 'heavy_tailed' feeds lock-step "
+                                           "clients .* asgd_step_times is 'straggler'"):
+      experiment.resolve(config(asgd_step_times="straggler"))
+    with self.assertRaisesRegex(UserError, "asgd_data_order 'heavy_tailed' needs a dataset held "
+                                           "in memory .* got dataset 'imagenette/320px-v2'"):
+      experiment.resolve(config(dataset="imagenette/320px-v2"))
 
 
 if __name__ == "__main__":

@@ -6,13 +6,18 @@ import dataclasses
 import json
 import math
 import os
+import statistics
+import subprocess
+import sys
 from unittest import mock
 
 from absl.testing import absltest
 
 import benchmarks
 import experiment
+from benchmarks import docs
 from benchmarks.papers import asynchronous
+from benchmarks.papers import asynchronous_claims as claims
 from benchmarks.papers import asynchronous_findings as rules
 from configs import asgd8
 from hybrid_parallel.local_sgd import asgd
@@ -95,8 +100,10 @@ class SpeedupTest(absltest.TestCase):
     chosen = {"su_target_top1": 0.874, "su_rates": {"4, 1": 0.05, "4, 4": 0.05, "4, 16": 0.05}}
     time_model = {"steps_per_day": {}, "days_22_epochs_n_sync_600": 0.0,
                   "client_step_s_n_sync_600": 0.0}
-    found = next(f for f in rules.findings(one + replicas, chosen, time_model)
-                 if f["source"].startswith("Su"))
+    prices = lambda run, where: run["predicted_step_s"][where]
+    found = next(f for f in rules.findings(one + replicas, chosen, time_model=time_model,
+                                           prices=prices)
+                 if f["id"] == "su_faster")
     over_one = found["evidence"]["speedup_over_one_client"]["allreduce, 4"]["every 1"]
     one_steps, replica_steps = 10 + 10 * 0.374 / 0.4, 10 * 0.874 / 0.9  # interpolated.
     self.assertAlmostEqual(over_one["geometric_mean"],
@@ -104,6 +111,45 @@ class SpeedupTest(absltest.TestCase):
 
 
 class IntervalTest(absltest.TestCase):
+
+  def test_holm_multiplies_each_p_by_the_tests_not_yet_rejected(self):
+    # Sorted 0.01, 0.03, 0.04 of three: 0.03, 0.06, then max(0.06, 0.04) — monotone.
+    self.assertEqual(rules.holm({"a": 0.01, "b": 0.04, "c": 0.03}),
+                     {"a": 0.03, "c": 0.06, "b": 0.06})
+    self.assertEqual(rules.holm({"a": 0.5, "b": 0.6}), {"a": 1.0, "b": 1.0})
+
+  def test_exact_tests_for_collapses(self):
+    # 5 of 5 seeds against 0 of 5: one table in 252 as extreme each way; 5 seeds can give no less.
+    self.assertEqual(rules.fisher_p(rules.Share(5, 5), rules.Share(0, 5)), 0.007937)
+    self.assertEqual(rules.fisher_p(rules.Share(3, 10), rules.Share(0, 10)), 0.2105)
+    self.assertEqual(rules.sign_test_p(3, 0), 0.25)  # 3 discordant seeds, all one way.
+
+  def test_the_t_test_s_p_is_0_05_at_the_t_table_s_quantile(self):
+    # Values whose t statistic is the table's t(0.975, n − 1): mean 1 and sample sd √n / t, so
+    # that t = mean / (sd / √n). The table is rounded to 3 decimals: p within 1e-4 of 0.05.
+    for n in range(3, 13):
+      t = rules._T975[n - 2]
+      centred = [i - (n - 1) / 2 for i in range(n)]
+      scale = math.sqrt(n) / t / statistics.stdev(centred)
+      self.assertAlmostEqual(rules.t_test_p([1 + scale * z for z in centred]), 0.05,
+                             delta=1e-4, msg=n)
+
+  def test_an_interval_s_p_is_the_test_it_inverts_and_has_a_direction(self):
+    ci = rules.interval([0.1, 0.2, 0.15, 0.12, 0.18])
+    self.assertLess(ci["p"], 0.05)
+    self.assertGreater(ci["ci95"][0], 0)
+    self.assertEqual(rules.toward(ci, +1), ci["p"])
+    self.assertEqual(rules.toward(ci, -1), 1.0)  # the estimate lies the other way.
+    wide = rules.interval([0.1, -0.2, 0.15, -0.12, 0.18])
+    self.assertGreater(wide["p"], 0.05)
+    self.assertLess(wide["ci95"][0], 0)
+
+  def test_one_bound_rule_for_chance_and_the_floor(self):
+    self.assertEqual(rules.at_a_bound([2.29, 2.31, 2.30], "loss"), "chance")
+    self.assertEqual(rules.at_a_bound([0.008, 0.023, 0.014], "error"), "floor")
+    self.assertIsNone(rules.at_a_bound([0.008, 0.076], "error"))  # one side off the floor.
+    self.assertEqual(rules.at_a_bound([0.1, 0.099, 0.101], "top1"), "chance")
+    self.assertIsNone(rules.at_a_bound([0.98, 0.99], "top1"))  # test top-1 has no floor.
 
   def test_student_t_over_the_seeds(self):
     ci = rules.interval([1.0, 2.0, 3.0, 4.0, 5.0])
@@ -119,6 +165,38 @@ class IntervalTest(absltest.TestCase):
     b = {s: {"x": float(s)} for s in range(1, 6)}
     ci = rules.paired(a, b, lambda r: r["x"])
     self.assertEqual((ci["n"], ci["mean"], ci["sd"]), (4, 1.0, 0.0))
+
+
+class ControlTest(absltest.TestCase):
+  """The rule that reads the `speeds_control` runs (fixed before them)."""
+
+  def test_an_arm_reproduces_the_gain_by_its_two_intervals(self):
+    ratio = lambda low, high: {"geometric_mean": (low + high) / 2, "ci95": [low, high], "n": 5}
+    share = rules.control_share
+    self.assertEqual(share(ratio(1.2, 1.9), ratio(0.8, 1.3)), "all of it")
+    self.assertEqual(share(ratio(1.1, 1.5), ratio(1.05, 1.6)), "part of it")
+    self.assertEqual(share(ratio(0.8, 1.2), ratio(1.2, 1.9)), "none of it")
+    self.assertEqual(share(ratio(0.9, 1.6), ratio(0.9, 1.7)), "not separated")
+    self.assertEqual(share(ratio(1.2, 1.9), {"geometric_mean": None, "ci95": None, "n": 2}),
+                     "not testable")
+
+  def test_the_gain_and_each_arm_are_seed_paired_against_lock_step(self):
+    # Lock-step reaches the target at 40 steps on every seed; the heavy-tailed runs at 20 (a
+    # gain of 2); an arm at 20 on every seed reproduces all of it, one at 40 none of it.
+    at = lambda steps: [0.1 + 0.9 * min(1.0, 10 * (i + 1) / steps) for i in range(6)]
+    cell = lambda steps, **fields: [run(s, at(steps), staleness={"staleness_mean": 6.0},
+                                        **fields) for s in range(5)]
+    label = rules.PRESET_SETTING
+    runs = (cell(40, part="momentum", label=label) +
+            cell(20, part="speeds", label=f"{label}, heavy_tailed") +
+            cell(20, part="speeds_control", label=f"{label}, lock-step, random phases") +
+            cell(40, part="speeds_control", label=f"{label}, lock-step, heavy_tailed's data order"))
+    found = rules.speeds_control(runs, {"target_top1": 0.95})
+    self.assertEqual(found["gain"]["geometric_mean"], 2.0)
+    self.assertEqual([(a["arm"], a["reproduces"], a["share_of_gain"]) for a in found["arms"]],
+                     [("lock-step, random phases", "all of it", 1.0),
+                      ("lock-step, heavy_tailed's data order", "none of it", 0.0)])
+    self.assertFalse(found["unexplained"])
 
 
 class CurveTest(absltest.TestCase):
@@ -149,20 +227,25 @@ class CurveTest(absltest.TestCase):
 class WhatTheStudyDecidesTest(absltest.TestCase):
   """The library's and the configs' figures that come from docs/asynchronous.json."""
 
-  def test_what_the_json_decides_follows_from_its_runs(self):
-    # The pages render these keys as stored; recomputed from the stored runs by today's rules
-    # they must be the same (JSON turns a dict's int keys into strings: compared through it).
-    result = study()
-    runs = result["runs"]
-    through_json = lambda value: json.loads(json.dumps(value))
-    chosen = asynchronous.choices(runs)
-    self.assertEqual(through_json(chosen), result["chosen"])
-    for key, value in (("boundary", rules.boundary(runs)),
-                       ("summing", rules.summing_grid(runs)),
-                       ("largest_step", rules.largest_step(runs)),
-                       ("momentum_effect", rules.momentum_effect(runs)),
-                       ("preset_validation", rules.preset_validation(runs, chosen))):
-      self.assertEqual(through_json(value), result[key], key)
+  def test_the_recompute_mode_gives_the_published_findings(self):
+    # `--recompute` derives every finding, choice and verdict from the stored runs by today's
+    # rules (no training) and compares each with the file's: the pages render the file's, so
+    # they follow from the runs. Its printed verdict table is the published one, line for line.
+    path = os.path.join(ROOT, "docs", "asynchronous.json")
+    done = subprocess.run([sys.executable, "-m", "benchmarks.papers.asynchronous",
+                           f"--recompute={path}"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=1800)
+    self.assertEqual(done.returncode, 0, done.stdout[-3000:] + done.stderr[-3000:])
+    *lines, summary = done.stdout.rstrip("\n").split("\n")
+    self.assertEqual("\n".join(lines), claims.verdict_lines(study()))
+    self.assertRegex(summary, r"^\d+ keys recomputed from the \d+ runs stored in "
+                              r"docs/asynchronous.json: every one equal to the file's\.$")
+    missing = subprocess.run([sys.executable, "-m", "benchmarks.papers.asynchronous",
+                              "--recompute=nowhere.json"], cwd=ROOT, capture_output=True,
+                             text=True, timeout=300)
+    self.assertEqual((missing.returncode, missing.stderr.strip().splitlines()[-1]),
+                     (1, "error: --recompute=nowhere.json: no such file; give a results file "
+                         "of this study, such as docs/asynchronous.json."))
 
   def test_the_warned_boundary_is_the_study_s(self):
     self.assertEqual([dataclasses.asdict(c) for c in asgd.MEASURED_BOUNDARY], study()["boundary"])
@@ -240,6 +323,40 @@ class WhatTheStudyDecidesTest(absltest.TestCase):
       with self.assertNoLogs("absl", "WARNING"):
         experiment.resolve(config(n_push=32, n_fetch=32, base_learning_rate=0.0125,
                                   asgd_server_rule="sum"))
+
+
+
+class PageTest(absltest.TestCase):
+  """What docs/asynchronous.md must hold for a reader with five minutes."""
+
+  def test_the_page_is_short_and_opens_with_asgd8_against_synchronous_training(self):
+    with open(os.path.join(ROOT, "docs", "asynchronous.md")) as f:
+      words = f.read().split()
+    self.assertLessEqual(len(words), 3500)
+    opening = " ".join(words[:600])
+    for name in ("asgd8.time_vs_synchronous", "asgd8.top1", "asgd8.synchronous_top1"):
+      figure = docs.render_figure(f"asynchronous.{name}")
+      self.assertIn(f"<!-- figure: asynchronous.{name} -->{figure}<!-- end -->", opening)
+
+  def test_every_setting_has_five_seeds_and_spread_speeds_were_run(self):
+    seeds = {}
+    for r in study()["runs"]:
+      seeds.setdefault((r["part"], r["label"]), set()).add(r["seed"])
+    self.assertEqual({k: len(v) for k, v in seeds.items() if len(v) < 5}, {})
+    self.assertGreaterEqual(len({r["seed"] for r in study()["runs"]
+                                 if r.get("step_times") == "spread"}), 5)
+
+  def test_every_rule_written_after_the_data_says_what_was_decided(self):
+    lines = study()["verdicts"]
+    self.assertEqual([line["id"] for line in lines
+                      if not line["fixed_before"] and not line["decided_after"]], [])
+
+  def test_the_heavy_tailed_row_is_the_study_s_own_not_paine_s(self):
+    lines = study()["verdicts"]
+    paine = [line for line in lines if line["source"].startswith("Paine")]
+    self.assertEqual([line["id"] for line in paine if "heavy" in json.dumps(line)], [])
+    self.assertEqual(next(line for line in lines if line["id"] == "speeds_paine1")["source"],
+                     "this study")
 
 
 if __name__ == "__main__":

@@ -408,8 +408,8 @@ class BenchmarksTest(absltest.TestCase):
            "--parts=paine1,su,nope"], cwd=ROOT, capture_output=True, text=True, timeout=300)
       self.assertEqual(result.returncode, 1, result.stderr[-2000:])
       self.assertIn("--parts: choose one or more of reference, synchronous, momentum, staleness, "
-                    "summing, paine1, paine2, paine3, speeds, speeds_paine1, su, validate, "
-                    "overlap.", result.stderr)
+                    "summing, paine1, paine2, paine3, speeds, speeds_paine1, speeds_control, su, "
+                    "validate, overlap.", result.stderr)
       self.assertEqual(os.listdir(out), [])
       # A part that reads an earlier part's choice, with neither its runs nor that part.
       result = subprocess.run(

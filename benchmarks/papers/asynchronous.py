@@ -5,6 +5,7 @@ confidence interval on every comparison.
 
   python -m benchmarks.papers.asynchronous [--parts=reference,...] [--seeds=0,1,2,3,4]
                                            [--out=DIR | --publish]
+  python -m benchmarks.papers.asynchronous --recompute=docs/asynchronous.json
 
 Every run trains `alexnet_tiny` on digits at 64² in this process (train.train_config), 16 images
 per client (replica) per step, dropout 0.25 (the 64-unit FC layers of the tiny net lose too much
@@ -48,6 +49,11 @@ so the parts run both. The parts, in order (each later part reads the rates the 
                one-straggler step times, hybrid_parallel/local_sgd/asgd.py), each run for as
                long in time (mean client steps) as in lock-step.
   speeds_paine1  Experiment 1 averaged at n_sync 4 with heavy-tailed step times.
+  speeds_control  Why `speeds`' heavy-tailed clients reach the target sooner than lock-step ones
+               (the rule: asynchronous_findings.speeds_control, fixed before these runs): the
+               preset's setting with heavy-tailed step times of σ 0.1 and 0.3, with `spread`
+               step times, in lock-step with random phases, and in lock-step fed the images
+               a heavy-tailed run would have fed each client (asgd_data_order).
   su           Su et al.'s averaging: allreduce, butterfly and hopping ring every 1, 4 and 16
                steps on 4 and 8 replicas, 540 steps (the one client of `reference` on the same
                schedule is the one-GPU baseline). Each (replicas, every) takes the rate among
@@ -70,15 +76,18 @@ nodes of Blue Waters (`blue_waters`, where Paine's comparisons are priced) and K
 8 K20s (`k20s`, where Su's are) — and on one 8-GPU H100 node (analysis/costmodel.py); every
 A-SGD row carries `staleness`, what its clients saw (replayed from its seed by asgd.timeline), and
 a row whose clients kept their own speeds its evaluations' times (`eval_time`). Writes
-asynchronous.json ({"runs", "machines", "chosen", "findings", "momentum_effect", "boundary",
+asynchronous.json — the runs, the `overlap` rows, and what `derive` makes of the runs ("machines",
+"step_prices", "chosen", "findings", "momentum_effect", "staleness_effect", "boundary",
 "preset_validation", "where_asgd_is_faster", "largest_step", "summing", "step_times",
-"overlap"}) and asynchronous.png under runs/asynchronous/ (or --out; with --publish into docs/)
-after every run, each run's progress lines (compile, step, loss, ETA) streaming as it trains; a
-run whose setting and seed are already there is kept, not trained again, and re-priced (a stopped
-study resumes; more seeds add to those there). Findings (asynchronous_findings.py) follow rules
-written before the runs, except where docs/asynchronous.md says otherwise. About 3.5 hours on a
-2-core CPU for five seeds of the first parts; the later parts' runs take 2–6 minutes each on a
-loaded 2-core machine.
+"step_times_paine1", "speeds_control", "verdicts") — and asynchronous.png under
+runs/asynchronous/ (or --out; with --publish into docs/) after every run, each run's progress
+lines (compile, step, loss, ETA) streaming as it trains; a run whose setting and seed are already
+there is kept, not trained again, and re-priced (a stopped study resumes; more seeds add to those
+there). Findings (asynchronous_findings.py, asynchronous_claims.py) follow rules written before
+the runs, except where docs/asynchronous_appendix.md says otherwise. `--recompute=FILE` trains
+nothing and writes nothing: it derives every key from FILE's runs, prints the verdict table and
+exits 1 where a key differs from FILE's. About 3.5 hours on a 2-core CPU for five seeds of the
+first parts; the later parts' runs take 2–17 minutes each on a loaded 2-core machine.
 """
 
 import dataclasses
@@ -95,6 +104,7 @@ from absl import app, flags
 import benchmarks
 import train
 from benchmarks.common import compile_only
+from benchmarks.papers import asynchronous_claims as claims
 from benchmarks.papers import asynchronous_findings as rules
 from benchmarks.papers import tables
 from benchmarks.speed import gpu_topologies
@@ -104,10 +114,14 @@ from hybrid_parallel.analysis import costmodel, hardware, hlo_stats
 from hybrid_parallel.local_sgd import asgd
 
 PARTS = ("reference", "synchronous", "momentum", "staleness", "summing", "paine1", "paine2",
-         "paine3", "speeds", "speeds_paine1", "su", "validate", "overlap")
+         "paine3", "speeds", "speeds_paine1", "speeds_control", "su", "validate", "overlap")
 _PARTS = benchmarks.define_choices("parts", PARTS, "Which parts (module docstring), in order.")
 _SEEDS = benchmarks.define_seeds_flag(default=range(5))
 _OUTPUT = benchmarks.define_output_flags("asynchronous")
+_RECOMPUTE = flags.DEFINE_string(
+    "recompute", None, "A results file of this study (docs/asynchronous.json): recompute every "
+    "finding, choice and verdict from the runs it stores, without training, print the verdict "
+    "table and exit 1 if any differs from the file's own; writes nothing.")
 
 TRAIN_IMAGES = 1437  # digits' training split.
 PER_CLIENT = 16
@@ -141,10 +155,25 @@ class Setting:
   sync_every: int | None = None  # averaging.
   average_method: str | None = None
   step_times: str = "equal"  # A-SGD: asgd_step_times (equal: lock-step).
+  heavy_tail_sigma: float = 1.0  # A-SGD: asgd_heavy_tail_sigma.
+  phases: str = "even"  # A-SGD: asgd_phases.
+  data_order: str = "own"  # A-SGD: asgd_data_order.
 
   @property
   def effective_step(self) -> float:
     return round(self.learning_rate / (1 - self.momentum), 6)
+
+
+# Setting's fields added after runs were stored: a stored run without one has its default, and
+# a run stores one only where it is not the default (the runs before it stay as they were).
+LATER_FIELDS = ("heavy_tail_sigma", "phases", "data_order")
+
+
+def stored_fields(setting: Setting) -> dict:
+  """The setting's fields as its runs store them (LATER_FIELDS only where not the default)."""
+  defaults = {f.name: f.default for f in dataclasses.fields(Setting)}
+  return {k: v for k, v in dataclasses.asdict(setting).items()
+          if k not in LATER_FIELDS or v != defaults[k]}
 
 
 def _rate(value: float) -> float:
@@ -198,6 +227,26 @@ def speeds_settings() -> list[Setting]:
   arrival order), each run for as long in time (mean client steps) as in lock-step."""
   return [Setting("speeds", f"β 0.9, η/(1−β) 0.25, n_sync 4, {t}", "asgd", 8, 0.025, 450,
                   decay_at=270, n_sync=4, server_rule="average", step_times=t) for t in SPEEDS]
+
+
+CONTROL_SIGMAS = (0.1, 0.3)  # `speeds_control`: heavy-tailed step times spread less than σ 1.
+
+
+def speeds_control_settings() -> list[Setting]:
+  """`speeds`' preset setting (β 0.9, η/(1−β) 0.25, n_sync 4, 8 clients averaged), each run as
+  long in time as lock-step's 450 steps: heavy-tailed step times of σ in CONTROL_SIGMAS (σ 1 is
+  `speeds`' own), `spread` step times (each client's fixed, uniform on 0.5–1.5), lock-step with
+  each client's phase drawn from the seed, and lock-step fed, client by client, the images a
+  heavy-tailed run of the same seed would have fed it (asgd.py's asgd_data_order)."""
+  preset = "β 0.9, η/(1−β) 0.25, n_sync 4"
+  setting = lambda label, **fields: Setting(
+      "speeds_control", f"{preset}, {label}", "asgd", 8, 0.025, 450, decay_at=270, n_sync=4,
+      server_rule="average", **fields)
+  return ([setting(f"heavy_tailed σ {sigma}", step_times="heavy_tailed", heavy_tail_sigma=sigma)
+           for sigma in CONTROL_SIGMAS] +
+          [setting("spread", step_times="spread"),
+           setting("lock-step, random phases", phases="random"),
+           setting("lock-step, heavy_tailed's data order", data_order="heavy_tailed")])
 
 
 def speeds_paine1_settings(rate: float) -> list[Setting]:
@@ -278,7 +327,9 @@ def asgd_settings(setting: Setting) -> asgd.Settings:
   return asgd.Settings(n_push=setting.n_sync, n_fetch=setting.n_sync, asgd_stagger=True,
                        warm_start_steps=setting.warm_start_steps,
                        asgd_warm_start_momentum=setting.warm_start_momentum,
-                       asgd_server_rule=setting.server_rule, asgd_step_times=setting.step_times)
+                       asgd_server_rule=setting.server_rule, asgd_step_times=setting.step_times,
+                       asgd_heavy_tail_sigma=setting.heavy_tail_sigma, asgd_phases=setting.phases,
+                       asgd_data_order=setting.data_order)
 
 
 def program_steps(setting: Setting, seed: int) -> int:
@@ -314,7 +365,9 @@ def config_of(setting: Setting, seed: int):
     config.update(n_push=setting.n_sync, n_fetch=setting.n_sync,
                   asgd_server_rule=setting.server_rule, warm_start_steps=setting.warm_start_steps,
                   asgd_warm_start_momentum=setting.warm_start_momentum,
-                  asgd_step_times=setting.step_times)
+                  asgd_step_times=setting.step_times,
+                  asgd_heavy_tail_sigma=setting.heavy_tail_sigma, asgd_phases=setting.phases,
+                  asgd_data_order=setting.data_order)
   if setting.scheme == "averaging":
     config.update(sync_every=setting.sync_every, average_method=setting.average_method)
   return config
@@ -371,17 +424,18 @@ def imagenet_step_s(machine, *, scheme: str, data: int, model: int = 1, every=No
                              image_size=224, num_classes=1000, transfers=transfers)["step_s"]
 
 
-def predicted_step_s(setting: Setting, all_machines: dict) -> dict:
+def predicted_step_s(setting: Setting, all_machines: dict, *, digits: int | None = 4) -> dict:
   """Seconds per step of the setting at the papers' size on each paper's hardware — Paine's
   K20X nodes of Blue Waters (`blue_waters`), Krizhevsky 2014's 8 K20s (`k20s`: Su et al.'s
   averaging is priced there) — and on one 8-GPU H100 node (`h100_node`). A comparison prices both
   its sides on one machine: the same one-client run is 2.6× dearer a step on Blue Waters (Paine's
   code) than on a K20 (cuda-convnet2)."""
   exchange = "parameter_server" if setting.scheme == "asgd" else setting.average_method
-  return {where: round(imagenet_step_s(all_machines[name], scheme=setting.scheme,
-                                       data=setting.clients,
-                                       every=setting.n_sync or setting.sync_every,
-                                       exchange=exchange), 4)
+  rounded = (lambda s: s) if digits is None else (lambda s: round(s, digits))
+  return {where: rounded(imagenet_step_s(all_machines[name], scheme=setting.scheme,
+                                         data=setting.clients,
+                                         every=setting.n_sync or setting.sync_every,
+                                         exchange=exchange))
           for where, name in PRICED_ON.items()}
 
 
@@ -413,7 +467,8 @@ def machines() -> dict:
 
 
 def setting_of(run: dict) -> Setting:
-  return Setting(**{f.name: run[f.name] for f in dataclasses.fields(Setting)})
+  return Setting(**{f.name: run.get(f.name, f.default) if f.name in LATER_FIELDS else run[f.name]
+                    for f in dataclasses.fields(Setting)})
 
 
 def repriced(runs: list[dict], all_machines: dict) -> list[dict]:
@@ -436,8 +491,8 @@ def run_settings(settings: list[Setting], *, seeds, all_machines: dict, done: li
   rows = []
   for setting in settings:
     prediction = predicted_step_s(setting, all_machines)
-    fields = dataclasses.asdict(setting)
-    earlier = {r["seed"]: r for r in done if {k: r.get(k) for k in fields} == fields}
+    fields = stored_fields(setting)
+    earlier = {r["seed"]: r for r in done if setting_of(r) == setting}
     for seed in sorted(set(seeds) | set(earlier)):
       if seed in earlier:  # priced anew when the study started (main).
         rows.append(earlier[seed])
@@ -467,9 +522,9 @@ def what_it_saw(setting: Setting, seed: int, row: dict) -> dict:
   if setting.scheme != "asgd":
     return {}
   rounds = program_steps(setting, seed) - setting.warm_start_steps
-  # Equal step times draw nothing from the seed.
-  key = (asgd_settings(setting), setting.clients,
-         seed if setting.step_times != "equal" else 0, rounds)
+  # Equal step times at even phases draw nothing from the seed.
+  drawn = setting.step_times != "equal" or setting.phases == "random"
+  key = (asgd_settings(setting), setting.clients, seed if drawn else 0, rounds)
   saw = _timeline(*key)
   out = {"staleness": saw["summary"]}
   if setting.step_times != "equal":
@@ -491,9 +546,10 @@ def best_rate(runs: list[dict], *, seeds, **fields) -> float:
   return max(rates, key=lambda rate: (scored[rate], -rate))
 
 
-def choices(runs: list[dict]) -> dict:
+def choices(runs: list[dict], prices=None) -> dict:
   """What the earlier parts chose for the later ones (each rule in the module docstring), from
-  the runs on the study's seeds (0–4)."""
+  the runs on the study's seeds (0–4); configs/asgd8.py's setting (`asgd8`) where `prices`
+  (asynchronous_findings.stored_prices) is given."""
   seeds = set(range(5))
   chosen = {}
   if rules.select(runs, part="reference"):
@@ -511,7 +567,7 @@ def choices(runs: list[dict]) -> dict:
                                        steps=rules.SUMMING_GRID_STEPS)
   if rules.select(runs, part="synchronous"):
     chosen["synchronous_rate"] = best_rate(runs, seeds=seeds, part="synchronous")
-    preset = rules.preset_choice(runs, chosen)
+    preset = rules.preset_choice(runs, chosen, prices) if prices else None
     if preset:
       chosen["asgd8"] = preset
   su = [r for r in runs if r["part"] == "su" and r["average_method"] == "allreduce"]
@@ -536,6 +592,8 @@ def part_settings(part: str, chosen: dict) -> list[Setting]:
     return staleness_settings()
   if part == "speeds":
     return speeds_settings()
+  if part == "speeds_control":
+    return speeds_control_settings()
   rate = chosen["one_client_rate"]
   if part == "paine1":
     return paine1_settings(rate)
@@ -586,6 +644,9 @@ def validate_runs(runs: list[dict], *, all_machines: dict, done: list[dict], sav
                  server_rule=config.asgd_server_rule)
   sync = Setting("validate", f"data 8×1, rate {sync_rate}", "data", 8, sync_rate, 450,
                  decay_at=270)
+  # The config's first version (n_sync 16, chosen as the largest n_sync within 5 points of
+  # synchronous training; its runs were made by that version of the file): kept beside it.
+  first = dataclasses.replace(asgd, label=rules.FIRST_PRESET, n_sync=16)
 
   def configure(setting, seed):
     if setting is asgd:  # the config file itself, as `python main.py --config=…` runs it.
@@ -594,7 +655,7 @@ def validate_runs(runs: list[dict], *, all_machines: dict, done: list[dict], sav
       return run_config
     return config_of(setting, seed)
 
-  return run_settings([asgd, sync], seeds=VALIDATION_SEEDS, all_machines=all_machines,
+  return run_settings([asgd, first, sync], seeds=VALIDATION_SEEDS, all_machines=all_machines,
                       done=done, config=configure, save=save)
 
 
@@ -628,6 +689,12 @@ def overlap_rows() -> list[dict]:
 
 def main(argv):
   del argv
+  if _RECOMPUTE.value:
+    if not os.path.exists(_RECOMPUTE.value):
+      sys.exit(f"error: --recompute={_RECOMPUTE.value}: no such file; give a results file of "
+               f"this study, such as docs/asynchronous.json.")
+    platforms.start(cpu_devices=1)
+    sys.exit(recompute(_RECOMPUTE.value))
   if "overlap" in _PARTS.value:  # its compile-only GPUs, before JAX starts a backend.
     gpu_topologies.without_sharded_autotuning()
   platforms.start(cpu_devices=32)
@@ -643,9 +710,6 @@ def main(argv):
   if problem:  # before any work: nothing trained, nothing written.
     sys.exit(f"error: {problem}")
   all_machines = machines()
-  result["machines"] = {name: {"name": m.name, "efficiency": round(m.efficiency, 4),
-                               "calibrated_from": m.calibrated_from}
-                        for name, m in all_machines.items()}
   result["runs"] = repriced(result["runs"], all_machines)
   seeds = [int(s) for s in _SEEDS.value]
   for part in _PARTS.value:
@@ -680,22 +744,69 @@ def main(argv):
     result["runs"] = sorted(others + made, key=lambda r: PARTS.index(r["part"]))
     publish(result, all_machines, path)
   plot(result, _OUTPUT.path("asynchronous.png"))
-  print(tables.asynchronous_findings(result))
+  print(claims.verdict_lines(result))
 
 
 def publish(result: dict, all_machines: dict, path: str) -> None:
   """The runs, what they chose, the findings and the study's own results, written to `path`."""
-  runs = result["runs"]
-  result["chosen"] = chosen = choices(runs)
-  result["findings"] = rules.findings(runs, chosen, time_model(all_machines))
-  result["momentum_effect"] = rules.momentum_effect(runs)
-  result["boundary"] = rules.boundary(runs)
-  result["preset_validation"] = rules.preset_validation(runs, chosen)
-  result["where_asgd_is_faster"] = where_asgd_is_faster(runs, chosen, all_machines)
-  result["largest_step"] = rules.largest_step(runs)
-  result["summing"] = rules.summing_grid(runs)
-  result["step_times"] = rules.step_times_effect(runs, chosen)
+  result.update(derive(result["runs"], all_machines))
   benchmarks.publish(result, path)
+
+
+def step_prices(runs: list[dict], all_machines: dict) -> dict:
+  """The time model's seconds per step of every setting among `runs`, unrounded, on each machine
+  of PRICED_ON: asynchronous_findings.price_key → {where: seconds}. Every comparison prices its
+  sides from these (a run's own `predicted_step_s` is rounded for its table)."""
+  prices = {}
+  for run in runs:
+    key = rules.price_key(run)
+    if key not in prices:
+      prices[key] = predicted_step_s(setting_of(run), all_machines, digits=None)
+  return dict(sorted(prices.items()))
+
+
+def derive(runs: list[dict], all_machines: dict) -> dict:
+  """Everything the study decides from its runs, without training: the time model's prices,
+  what the earlier parts chose, the papers' findings, the study's own results and the verdict
+  table (asynchronous_claims.verdicts). `--recompute` compares these with a file's."""
+  prices = step_prices(runs, all_machines)
+  priced = rules.stored_prices(prices)
+  chosen = choices(runs, priced)
+  target = chosen.get("target_top1")
+  derived = {
+      "machines": {name: {"name": m.name, "efficiency": round(m.efficiency, 4),
+                          "calibrated_from": m.calibrated_from}
+                   for name, m in all_machines.items()},
+      "step_prices": prices, "chosen": chosen,
+      "findings": rules.findings(runs, chosen, time_model=time_model(all_machines), prices=priced),
+      "momentum_effect": rules.momentum_effect(runs),
+      "staleness_effect": rules.staleness_effect(runs, target),
+      "boundary": rules.boundary(runs),
+      "preset_validation": rules.preset_validation(runs, chosen, priced),
+      "where_asgd_is_faster": where_asgd_is_faster(runs, chosen, all_machines),
+      "largest_step": rules.largest_step(runs),
+      "summing": rules.summing_grid(runs, target),
+      "step_times": rules.step_times_effect(runs, chosen),
+      "step_times_paine1": rules.step_times_paine1(runs, chosen, priced),
+      "speeds_control": rules.speeds_control(runs, chosen)}
+  derived["verdicts"] = claims.verdicts(derived)
+  return derived
+
+
+def recompute(path: str) -> int:
+  """The `--recompute` mode: every key `derive` makes, recomputed from the runs stored in the
+  results file at `path` (no training, nothing written), compared with the file's own; prints
+  the verdict table, one line a claim, and which keys differ. Returns the exit status: 0 where
+  every key is equal."""
+  _, stored = benchmarks.load_results(path)
+  derived = json.loads(json.dumps(derive(stored["runs"], machines())))  # as the file holds it.
+  differ = [key for key, value in derived.items() if stored.get(key) != value]
+  print(claims.verdict_lines(derived))
+  print(f"{len(derived)} keys recomputed from the {len(stored['runs'])} runs stored in "
+        f"{os.path.relpath(path, benchmarks.ROOT)}: " +
+        (f"{', '.join(differ)} differ from the file's." if differ else
+         "every one equal to the file's."))
+  return 1 if differ else 0
 
 
 # Machines on which A-SGD is priced against synchronous training: one 8-GPU node, and 8

@@ -6,6 +6,7 @@ import math
 import statistics
 
 from benchmarks import DIGITS_TEST_IMAGES, over_seeds, per_row, percent, seed_statistics, table
+from benchmarks.papers import asynchronous_claims as claims
 from benchmarks.papers import asynchronous_findings as rules
 
 
@@ -258,6 +259,25 @@ _TOP1 = ("final test top-1 % (mean ± sd over seeds [± sampling])",
 _SEEDS = ("seeds", lambda r: len(r["runs"]))
 
 
+def _prices(result):
+  """`prices(run, where)`: the study's unrounded seconds per step (asynchronous_findings)."""
+  return rules.stored_prices(result["step_prices"])
+
+
+def _price(where: str, other: str = "h100_node"):
+  """A table cell: the setting's seconds per step on `where` and on `other`, unrounded prices
+  shown to 4 significant figures."""
+  return lambda r, result=None: " / ".join(
+      f"{r['prices'][w]:.4g}" for w in (where, other))
+
+
+def _with_prices(rows):
+  """`rows(result)` with each row's unrounded prices (`prices`) added."""
+  def priced(result):
+    return [{**r, "prices": result["step_prices"][rules.price_key(r)]} for r in rows(result)]
+  return priced
+
+
 def _interval(ci, scale: float = 1.0, digits: int = 1) -> str:
   """ "mean [low, high]" of an interval (asynchronous_findings.interval), `scale`d."""
   if ci is None:
@@ -332,8 +352,30 @@ asynchronous_momentum = per_row(
                                           f"{100 * r['top1_momentum_0']:.1f}"),
     ("momentum 0.9: η, top-1 %", lambda r: f"{round(r['effective_step'] * 0.1, 6)}, "
                                             f"{100 * r['top1_momentum_0.9']:.1f}"),
-    ("0.9 − 0, points (95% interval)", lambda r: _interval(r["difference"], 100)),
+    ("0.9 − 0, points (95% interval)", lambda r: "both at chance" if r.get("bound") else
+     _interval(r["difference"], 100)),
+    ("seeds below 20%: 0 / 0.9 (Fisher exact p)", lambda r: "—" if r.get(
+        "collapse_fisher_p") is None else f"{r['collapsed_momentum_0']} / "
+        f"{r['collapsed_momentum_0.9']} ({r['collapse_fisher_p']:.2g})"),
     rows=_momentum_rows)
+
+
+def _staleness_rows(result):
+  effect = result.get("staleness_effect")
+  if not effect:
+    return []
+  loss = {c["to"]: c["loss"] for c in effect["chain"]}
+  return [{**b, "loss": loss.get(b["n_sync"]),
+           "reached": effect["reached_at_0.5"][f"n_sync {b['n_sync']}"],
+           "collapsed": effect["collapsed_at_1"][f"n_sync {b['n_sync']}"]} for b in effect["best"]]
+
+
+asynchronous_staleness = per_row(
+    ("n_sync", "{n_sync}"), ("best η/(1−β)", "{effective_step}"),
+    ("its final test top-1 %", lambda r: _pct(r["top1"])),
+    ("lost from the n_sync before, points", lambda r: _interval(r["loss"], 100)),
+    ("seeds reaching the target at η/(1−β) 0.5", "{reached}"),
+    ("seeds below 20% at η/(1−β) 1", "{collapsed}"), rows=_staleness_rows)
 
 
 def _paine1_rows(result):
@@ -341,7 +383,8 @@ def _paine1_rows(result):
   at the summing part's rate (its 1,080-step rows)."""
   return [{**runs[0], "runs": runs,
            "speedup": rules.experiment1_speedup(
-               result["runs"], result["chosen"], part=part, label=runs[0]["label"]),
+               result["runs"], result["chosen"], _prices(result), part=part,
+               label=runs[0]["label"]),
            "to_target": _mean_time_to("target_top1")({"runs": runs}, result)}
           for part in ("paine1", "speeds_paine1", "summing")
           for _, runs in _runs_by_label(result, part) if runs[0]["steps"] == 1080]
@@ -353,9 +396,8 @@ asynchronous_paine1 = per_row(
     ("time to the target, mean client steps (mean)", "{to_target}"),
     ("speed-up over one client, priced on Blue Waters (95% interval)",
      lambda r: _speedup(r["speedup"])),
-    ("predicted s per step: Blue Waters / H100 node",
-     lambda r: "{blue_waters} / {h100_node}".format_map(r["predicted_step_s"])),
-    rows=_paine1_rows)
+    ("predicted s per step: Blue Waters / H100 node", _price("blue_waters")),
+    rows=_with_prices(_paine1_rows))
 
 
 def _late_slope(run):
@@ -384,9 +426,8 @@ asynchronous_paine3 = per_row(
     ("late training error % (probe)", _over_probed(
         lambda x: 100 * statistics.mean(x["probe_error"][-len(x["probe_error"]) // 10:]), ".1f")),
     ("roughness of the probe loss, second half", _over_probed(_rough, ".4f")), _TOP1,
-    ("predicted s per step: Blue Waters / H100 node",
-     lambda r: "{blue_waters} / {h100_node}".format_map(r["predicted_step_s"])),
-    rows=_setting_rows("paine3"))
+    ("predicted s per step: Blue Waters / H100 node", _price("blue_waters")),
+    rows=_with_prices(_setting_rows("paine3")))
 
 
 def _su_rows(result):
@@ -397,7 +438,7 @@ def _su_rows(result):
     if rates.get(f"{first['clients']}, {first['sync_every']}") != first["learning_rate"]:
       continue  # a rate allreduce did not choose: in the tuning table.
     over_one, over_every_step = rules.su_speedups(
-        result["runs"], result["chosen"], method=first["average_method"],
+        result["runs"], result["chosen"], _prices(result), method=first["average_method"],
         replicas=first["clients"], every=first["sync_every"]) or (None, None)
     rows.append({**first, "runs": runs, "over_one": over_one, "over_every_step": over_every_step,
                  "to_target": _mean_time_to("su_target_top1")({"runs": runs}, result)})
@@ -410,9 +451,8 @@ asynchronous_su = per_row(
     ("steps to the target (mean)", "{to_target}"),
     ("speed-up over one client, priced on 8 K20s", lambda r: _speedup(r["over_one"])),
     ("over averaging every step", lambda r: _speedup(r["over_every_step"])),
-    ("predicted s per step: 8 K20s / H100 node",
-     lambda r: "{k20s} / {h100_node}".format_map(r["predicted_step_s"])),
-    rows=_su_rows)
+    ("predicted s per step: 8 K20s / H100 node", _price("k20s")),
+    rows=_with_prices(_su_rows))
 
 asynchronous_su_rates = per_row(
     ("replicas", "{clients}"), ("every", "{sync_every}"), ("rate", "{learning_rate}"), _SEEDS,
@@ -455,10 +495,22 @@ def _evidence(evidence: dict) -> str:
   return "; ".join(f"{k.replace('_', ' ')} {_evidence_value(v)}" for k, v in evidence.items())
 
 
-asynchronous_findings = per_row(
-    ("claim", "{claim}"), ("source (the paper's figure)", "{source}"),
-    ("verdict", "**{verdict}**"), ("test", "{test}"),
-    ("result here", lambda r: _evidence(r["evidence"])), rows=lambda result: result["findings"])
+def _verdict_rows(result):
+  return claims.numbered(result.get("verdicts") or [])
+
+
+asynchronous_verdicts = per_row(
+    ("", "{number}"), ("claim", "{claim}"), ("source", "{source}"),
+    ("rule fixed before the data", lambda r: "yes" if r["fixed_before"] else "**no**"),
+    ("key numbers [95% interval]", claims.keys_text), ("verdict", claims.verdict_text),
+    ("caveat", "{caveat}"),
+    rows=_verdict_rows)
+
+asynchronous_rules = per_row(
+    ("", "{number}"), ("claim", "{claim}"), ("the rule", "{test}"),
+    ("decided after the data", lambda r: r["decided_after"] or "—"),
+    ("its p; Holm's", lambda r: "—" if r["p"] is None else f"{r['p']:.2g}; {r['holm_p']:.2g}"),
+    ("every number it reads", lambda r: _evidence(r["evidence"])), rows=_verdict_rows)
 
 
 def _pct(value) -> str:
@@ -476,16 +528,23 @@ asynchronous_preset = per_row(
 
 def _validation_rows(result):
   v = result.get("preset_validation")
-  return [v] if v else []
+  if not v:
+    return []
+  first = v.get("first_version")
+  return [{**v, "run": f"configs/asgd8.py (n_sync {v['n_sync']})"}] + (
+      [{**first, "run": rules.FIRST_PRESET, "synchronous_top1": v["synchronous_top1"]}]
+      if first else [])
 
 
 asynchronous_preset_validation = per_row(
-    ("run (seeds 5–9)", lambda r: f"configs/asgd8.py (n_sync {r['n_sync']})"),
+    ("run (seeds 5–9)", "{run}"),
     ("final test top-1 %", lambda r: _spread(r["top1"])),
     ("synchronous, same seeds", lambda r: _spread(r["synchronous_top1"])),
     ("difference, points", lambda r: _interval(r["top1_minus_synchronous"], 100)),
     ("speed-up over synchronous to the target, one H100 node",
      lambda r: _speedup(r["speedup_over_synchronous"])),
+    ("its time as a multiple of synchronous training's",
+     lambda r: claims.times_of(r["speedup_over_synchronous"])),
     rows=_validation_rows)
 
 asynchronous_where = per_row(
@@ -502,13 +561,16 @@ def _largest_rows(result):
   found = result.get("largest_step")
   if not found:
     return []
-  return [{"run": name, "collapsed": found["collapsed"][name], "top1": found["top1"][name]}
+  exact = f"{found['sign_test_p']:.2g} / {found['fisher_p']:.2g}"
+  return [{"run": name, "collapsed": found["collapsed"][name], "top1": found["top1"][name],
+           "exact": exact if name == "n_sync 1" else ""}
           for name in ("n_sync 1", "n_sync 4", "data parallelism")]
 
 
 asynchronous_largest_step = per_row(
     ("momentum 0.9, η/(1−β) 1 (rate 0.1)", "{run}"), ("seeds below 20%", "{collapsed}"),
-    ("mean final test top-1 %", lambda r: _pct(r["top1"])), rows=_largest_rows)
+    ("mean final test top-1 %", lambda r: _pct(r["top1"])),
+    ("n_sync 1 against 4: exact sign test p / Fisher exact p", "{exact}"), rows=_largest_rows)
 
 _asynchronous_summing = per_row(
     ("client rate", "{learning_rate}"), ("server's η/(1−β)", "{server_effective_step}"),
@@ -516,6 +578,9 @@ _asynchronous_summing = per_row(
     ("summed: final test top-1 %", lambda r: _pct(r["top1"])),
     ("averaged at the same server step %", lambda r: _pct(r["averaged_top1"])),
     ("summed − averaged, points", lambda r: _interval(r["summed_minus_averaged"], 100)),
+    ("seeds reaching the target: summed / averaged (Fisher exact p)", lambda r: "—" if r.get(
+        "reached_fisher_p") is None else f"{r['reached_target']} / "
+        f"{r['averaged_reached_target']} ({r['reached_fisher_p']:.2g})"),
     rows=lambda result: (result.get("summing") or {}).get("rows", []))
 
 
@@ -526,19 +591,51 @@ def asynchronous_summing(result) -> str:
 asynchronous_step_times = per_row(
     ("step times", "{step_times}"), ("seeds", lambda r: len(r["seeds"])),
     ("final test top-1 %", lambda r: f"{100 * r['top1']:.1f} ± {100 * (r['top1_sd'] or 0):.1f}"),
-    ("minus lock-step (same seeds), points", lambda r: _interval(r["minus_lockstep"], 100)),
-    ("minus synchronous (same seeds), points",
-     lambda r: _interval(r["minus_synchronous"], 100)),
-    ("staleness: mean / 90th pct / max (pushes)",
+    ("− lock-step, points", lambda r: _interval(r["minus_lockstep"], 100)),
+    ("− synchronous, points", lambda r: _interval(r["minus_synchronous"], 100)),
+    ("staleness: mean / 90th pct / max",
      lambda r: f"{r['staleness_mean']:.1f} / {r['staleness_90']:.1f} / {r['staleness_max']}"),
-    ("each client's steps (mean over seeds)", lambda r: ", ".join(map(str, r["client_steps"]))),
-    ("speed-up over synchronous to the target, same step times",
-     lambda r: _speedup(r["speedup_over_synchronous"])),
-    ("of which: sooner than lock-step, in mean client steps",
-     lambda r: _speedup(r["sooner_than_lockstep"])),
-    ("of which: synchronous training's wait (had it learned as lock-step)",
-     lambda r: _speedup(r["speedup_had_it_learned_as_lockstep"])),
+    ("speed-up over synchronous", lambda r: _speedup(r["speedup_over_synchronous"])),
+    ("its wait", lambda r: _speedup(r["speedup_had_it_learned_as_lockstep"])),
+    ("sooner than lock-step", lambda r: _speedup(r["sooner_than_lockstep"])),
     rows=lambda result: result.get("step_times", []))
+
+def _control_rows(result):
+  control = result.get("speeds_control")
+  return control["arms"] if control else []
+
+
+_CONTROL_COLUMNS = (
+    ("staleness, mean", lambda r: "—" if r["staleness_mean"] is None else
+     f"{r['staleness_mean']:.1f}"),
+    ("final top-1 % (− lock-step, points)",
+     lambda r: f"{_pct(r['top1'])} ({_interval(r['minus_lockstep'], 100)})"),
+    ("sooner than lock-step", lambda r: _speedup(r["sooner_than_lockstep"])),
+    ("time over the heavy-tailed runs'", lambda r: _speedup(r["time_over_heavy_tailed"])),
+    ("of the gain (share of its log)", lambda r: f"{r['reproduces']}" + (
+        "" if r["share_of_gain"] is None else f" ({r['share_of_gain']:.2f})")))
+
+asynchronous_control = per_row(("arm", "{arm}"), *_CONTROL_COLUMNS, rows=_control_rows)
+
+asynchronous_control_arms = per_row(
+    ("arm (8 clients averaged, n_sync 4, seeds 0–4)", "{arm}"), ("what it changes", "{changes}"),
+    *_CONTROL_COLUMNS, rows=_control_rows)
+
+
+def _paine1_speeds_rows(result):
+  found = result.get("step_times_paine1")
+  return [found] if found else []
+
+
+asynchronous_speeds_paine1 = per_row(
+    ("Experiment 1's setting, heavy-tailed step times", lambda r: "8 clients averaged, n_sync 4"),
+    ("final test top-1 % (minus lock-step, points)",
+     lambda r: f"{_pct(r['top1'])} ({_interval(r['top1_minus_lockstep'], 100)})"),
+    ("lock-step's time over theirs", lambda r: _speedup(r["time_lockstep_over_heavy_tailed"])),
+    ("speed-up over one client, Blue Waters", lambda r: _speedup(r["speedup_over_one_client"])),
+    ("lock-step's", lambda r: _speedup(r["lockstep_speedup_over_one_client"])),
+    ("staleness, mean (pushes)", "{staleness_mean}"), rows=_paine1_speeds_rows)
+
 
 asynchronous_boundary = per_row(
     ("server", "{server_rule}"), ("momentum", "{momentum}"), ("clients", "{clients}"),
@@ -549,7 +646,11 @@ asynchronous_boundary = per_row(
 
 TABLES = {"table1": (table1, "table1.json"),
           **{f"asynchronous_{name}": (table, "asynchronous.json") for name, table in (
-              ("findings", asynchronous_findings), ("reference", asynchronous_reference),
+              ("verdicts", asynchronous_verdicts), ("rules", asynchronous_rules),
+              ("staleness", asynchronous_staleness), ("control", asynchronous_control),
+              ("control_arms", asynchronous_control_arms),
+              ("speeds_paine1", asynchronous_speeds_paine1),
+              ("reference", asynchronous_reference),
               ("synchronous", asynchronous_synchronous), ("momentum", asynchronous_momentum),
               ("paine1", asynchronous_paine1), ("paine2", asynchronous_paine2),
               ("paine3", asynchronous_paine3), ("su", asynchronous_su),

@@ -10,6 +10,8 @@ parameter change Δ_i since its last push. Client i
 
 with offsets o_i = ⌊i · n_push / D⌋ when `stagger` is on (clients push on different steps, as
 unsynchronised clients would) and 0 otherwise. Paine et al. use n_fetch = n_push = n_sync.
+`asgd_phases = "random"` draws each staggered client's offset instead, uniform on 0 … n_push − 1
+from the run's seed: lock-step clients whose phases are not spread evenly.
 
 The server's rule (`asgd_server_rule`) sets s: "sum" (s = 1) applies every client's change as it
 arrives, as DistBelief's Downpour SGD and Paine's cuda-convnet clients did; "average" (s = 1/D)
@@ -36,8 +38,9 @@ from a stated distribution, in units of the mean client step:
   spread        client i's every step takes s_i, drawn once per client uniform on [0.5, 1.5]
                 (clients of unequal hardware).
   straggler     every step 1, but the last client's 4 (one machine four times slower).
-  heavy_tailed  each step of each client drawn anew, lognormal with σ = 1 and mean 1 (median
-                0.61; one step in a hundred over 6.2: contention, preemption, slow reads).
+  heavy_tailed  each step of each client drawn anew, lognormal with σ = asgd_heavy_tail_sigma
+                (1 by default) and mean 1 (at σ = 1: median 0.61, one step in a hundred over 6.2:
+                contention, preemption, slow reads).
 
 The draws are a pure function of the run's seed (`make_sync(seed=)`). A client's pushes and
 fetches follow its own step count (its k-th step as the update t above), so a fast client pushes
@@ -55,6 +58,14 @@ saw exactly. Step times do not change the learning-rate schedule, which follows 
 own step count (its optimiser's). Pushes are emulated with one all-reduce of the pushing
 clients' Δ (zeros from the others), which moves more bytes than point-to-point pushes.
 
+A client's step takes the images of the program step (round) it runs in: a client outside a round
+skips that round's images, so drawn step times change each client's data order as well as its
+pushes. `asgd_data_order` separates the two: with equal step times and an in-memory dataset,
+"heavy_tailed" (or "spread", "straggler") feeds each client's k-th step the images of the round
+in which it would take its k-th step at those step times (`data_steps`, the same seed), so that
+lock-step clients see a drawn run's data order; "own" (the default) is the program step's. The
+dropout masks stay the program step's.
+
 `warm_start_steps`: for the first W updates only client 0 trains (on its shard); every update is
 copied to all clients and to the server, as in Paine et al.'s warm-start experiment (a model
 trained on one GPU first). `asgd_warm_start_momentum`: whether the clients then go on with client
@@ -70,7 +81,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from hybrid_parallel.checks import boolean, integer, one_of, setting
+from hybrid_parallel.checks import boolean, integer, number, one_of, setting
+from hybrid_parallel.errors import UserError
 from hybrid_parallel.local_sgd import core
 from hybrid_parallel.mesh import DATA
 
@@ -79,7 +91,10 @@ SERVER_RULES = ("average", "sum")  # the server's share of a push (module docstr
 STEP_TIMES = ("equal", "spread", "straggler", "heavy_tailed")  # the module docstring's.
 SPREAD = (0.5, 1.5)  # `spread`: each client's step time, uniform on this range (mean 1).
 STRAGGLER_SLOWDOWN = 4.0  # `straggler`: the last client's step time.
-HEAVY_TAIL_SIGMA = 1.0  # `heavy_tailed`: lognormal σ of each step time, its mean scaled to 1.
+HEAVY_TAIL_SIGMA = 1.0  # `heavy_tailed`'s default lognormal σ of each step time, its mean 1.
+PHASES = ("even", "random")  # staggered clients' offsets (module docstring).
+DATA_ORDERS = ("own",) + STEP_TIMES[1:]  # `asgd_data_order`: the run's own, or a drawn run's.
+_PHASE_STREAM = 0x50484153  # folded into the seed's key for the phases: apart from the clients'.
 
 
 def client_init(params):
@@ -93,7 +108,7 @@ def clock_init(settings: "Settings", replicas: int, *, seed: int) -> dict:
   next: when each client's step in progress ends; steps: the steps each has completed; version:
   the pushes the server has applied; read: the version each client last fetched."""
   first = step_durations(settings.asgd_step_times, seed=seed, clients=jnp.arange(replicas),
-                         step=1)
+                         step=1, heavy_tail_sigma=settings.asgd_heavy_tail_sigma)
   return {"next": first, "steps": jnp.zeros((replicas,), jnp.int32),
           "version": jnp.zeros((), jnp.int32), "read": jnp.zeros((replicas,), jnp.int32)}
 
@@ -103,9 +118,10 @@ def shared_init(params):
   return {"server": params}
 
 
-def step_durations(step_times: str, *, seed: int, clients, step):
-  """How long step `step` (1, 2, …: one for all, or one per client) of each of `clients` takes, in mean client steps (the module
-  docstring's distributions)."""
+def step_durations(step_times: str, *, seed: int, clients, step,
+                   heavy_tail_sigma: float = HEAVY_TAIL_SIGMA):
+  """How long step `step` (1, 2, …: one for all, or one per client) of each of `clients` takes,
+  in mean client steps (the module docstring's distributions)."""
   clients = jnp.asarray(clients)
   key = jax.random.PRNGKey(seed)
   per_client = jax.vmap(lambda c: jax.random.fold_in(key, c))(clients)
@@ -119,8 +135,20 @@ def step_durations(step_times: str, *, seed: int, clients, step):
     steps = jnp.broadcast_to(jnp.asarray(step, jnp.int32), clients.shape)
     z = jax.vmap(lambda k, s: jax.random.normal(jax.random.fold_in(k, s), (), jnp.float32))(
         per_client, steps)
-    return jnp.exp(HEAVY_TAIL_SIGMA * z - HEAVY_TAIL_SIGMA ** 2 / 2)
+    return jnp.exp(heavy_tail_sigma * z - heavy_tail_sigma ** 2 / 2)
   raise ValueError(step_times)
+
+
+def offsets(settings: "Settings", replicas: int, *, seed: int):
+  """Each client's phase o_i (module docstring): 0 unstaggered; ⌊i · n_push / D⌋ ("even"), or
+  drawn uniform on 0 … n_push − 1 from `seed` ("random")."""
+  clients = jnp.arange(replicas)
+  if not settings.asgd_stagger:
+    return jnp.zeros((replicas,), jnp.int32)
+  if settings.asgd_phases == "random":
+    key = jax.random.fold_in(jax.random.PRNGKey(seed), _PHASE_STREAM)
+    return jax.random.randint(key, (replicas,), 0, settings.n_push, jnp.int32)
+  return (clients * settings.n_push) // replicas
 
 
 def next_round(clock: dict, settings: "Settings", replicas: int, *, seed: int):
@@ -132,14 +160,15 @@ def next_round(clock: dict, settings: "Settings", replicas: int, *, seed: int):
     `staleness` (per client; meaningful where it pushes) and `time` (the round's last event).
   """
   clients = jnp.arange(replicas)
-  offsets = (clients * settings.n_push) // replicas if settings.asgd_stagger else 0
+  phase = offsets(settings, replicas, seed=seed)
   # The client's update number, counting the warm start's (the lock-step rule's t).
   update = settings.warm_start_steps + clock["steps"] + 1
-  pushes = (update + offsets) % settings.n_push == 0
-  fetches = (update + offsets) % settings.n_fetch == 0
+  pushes = (update + phase) % settings.n_push == 0
+  fetches = (update + phase) % settings.n_fetch == 0
   ends = clock["next"]
   following = ends + step_durations(settings.asgd_step_times, seed=seed, clients=clients,
-                                    step=clock["steps"] + 2)
+                                    step=clock["steps"] + 2,
+                                    heavy_tail_sigma=settings.asgd_heavy_tail_sigma)
   order = jnp.argsort(ends, stable=True)
 
   def take(position, carry):
@@ -182,6 +211,28 @@ def rounds_for(settings: "Settings", replicas: int, *, seed: int, time: float) -
   return int(np.sum(events["time"] <= time))
 
 
+def data_steps(settings: "Settings", replicas: int, *, seed: int, steps: int) -> np.ndarray:
+  """The program step (0-based) whose batch each client's k-th step takes, for k = 1 … `steps`:
+  [steps, replicas]. Its own program step under `asgd_data_order = "own"`; otherwise, after the
+  warm start, the round in which the client takes its k-th step when its step times are drawn
+  as `asgd_data_order` names (the same seed, phases and meetings: `timeline`)."""
+  own = np.broadcast_to(np.arange(steps)[:, None], (steps, replicas))
+  warm = min(settings.warm_start_steps, steps)
+  if settings.asgd_data_order == "own" or steps == warm:
+    return own.copy()
+  drawn = dataclasses.replace(settings, asgd_step_times=settings.asgd_data_order,
+                              asgd_data_order="own")
+  needed = steps - warm
+  # Each round ends at least one client's step: every client has `needed` steps within
+  # needed × replicas rounds unless one is more than `replicas` times slower than the mean.
+  active = timeline(drawn, replicas, seed=seed, rounds=needed * replicas)["active"]
+  if (active.sum(axis=0) < needed).any():
+    raise ValueError(f"asgd_data_order {settings.asgd_data_order!r}: a client took fewer than "
+                     f"{needed} steps in {needed * replicas} rounds.")
+  rounds = np.stack([np.flatnonzero(active[:, c])[:needed] for c in range(replicas)], axis=1)
+  return np.concatenate([own[:warm], warm + rounds])
+
+
 def staleness_summary(events: dict) -> dict:
   """What a run saw, from its `timeline`: its pushes' staleness (mean, quantiles, max), each
   client's steps and pushes, and the time it covered."""
@@ -207,12 +258,23 @@ class Settings:
   asgd_warm_start_momentum: bool = setting(boolean)
   asgd_server_rule: str = setting(one_of(SERVER_RULES))
   asgd_step_times: str = setting(one_of(STEP_TIMES))
+  asgd_heavy_tail_sigma: float = setting(number(low=0.0, low_open=True), default=HEAVY_TAIL_SIGMA)
+  asgd_phases: str = setting(one_of(PHASES), default="even")
+  asgd_data_order: str = setting(one_of(DATA_ORDERS), default="own")
 
 
 def check(settings: Settings, replicas: int) -> None:
-  """Every combination of valid settings runs (nothing to refuse); what may not learn is
-  `collapse_warning`'s."""
-  del settings, replicas
+  """One UserError for the combinations that mean nothing (random phases without stagger; a
+  drawn run's data order under drawn step times); what may not learn is `collapse_warning`'s."""
+  del replicas
+  if settings.asgd_phases == "random" and not settings.asgd_stagger:
+    raise UserError("asgd_phases 'random' draws each staggered client's phase, but asgd_stagger "
+                    "is False; set asgd_stagger = True or asgd_phases = 'even'.")
+  if settings.asgd_data_order != "own" and settings.asgd_step_times != "equal":
+    raise UserError(f"asgd_data_order {settings.asgd_data_order!r} feeds lock-step clients as "
+                    f"if their step times were drawn, but asgd_step_times is "
+                    f"{settings.asgd_step_times!r}; set asgd_step_times = 'equal' or "
+                    f"asgd_data_order = 'own'.")
 
 
 @dataclasses.dataclass(frozen=True)
