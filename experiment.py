@@ -139,6 +139,20 @@ class RunSpec:
     return {"scheme": plan.scheme, "mesh": f"{plan.data}x{plan.model}",
             **{k: v for k, v in _plain(self).items() if k != "plan"}}
 
+  def config_values(self) -> dict:
+    """The resolved run as {config field (dotted): value}, JSON-ready: what a checkpoint records
+    of the run that wrote it, and what a restart is compared with (validation.restart_changes).
+    The fields of the local-SGD schemes' meetings appear where the scheme has them."""
+    values = {"parallelism": self.plan.scheme, "mesh.data": self.plan.data,
+              "mesh.model": self.plan.model}
+    parts = (self, self.model, self.step, self.optimizer, self.schedule, self.data, self.loop,
+             self.local_sgd)
+    for part in filter(None, parts):
+      for field in dataclasses.fields(part):
+        if "check" in field.metadata:
+          values[field.metadata["config"] or field.name] = _plain(getattr(part, field.name))
+    return values
+
 
 # The dataclasses whose fields declare the config fields (`setting`), and what they declare.
 PARTS = (RunSpec, MeshChoice, ModelChoice, StepOptions, OptimizerChoice, ScheduleChoice,

@@ -2,6 +2,10 @@ r"""Trains a Krizhevsky convnet with the parallelism scheme a config names.
 
   python main.py --config=configs/hybrid4.py [--config.num_epochs=5] [--workdir=runs/x]
 
+Started again with the same --workdir, a run goes on from its newest checkpoint; a config that
+changes the training (a rate, the momentum, the scheme, ...) is refused there unless
+--accept_changes names each changed field (docs/faults.md lists which fields may change).
+
 On a machine without an accelerator the mesh runs on simulated CPU devices (exactly as many as it
 needs, unless --cpu_devices says otherwise). Where the accelerators are too few for the mesh the
 run is refused, unless --cpu_devices=N asks for simulated CPU devices to stand in for them.
@@ -17,6 +21,7 @@ all of them into --workdir, which must be a path they all share.
 
 import json
 import os
+import re
 import sys
 
 from absl import app, flags, logging
@@ -37,6 +42,10 @@ _DISTRIBUTED = flags.DEFINE_bool(
     "distributed", False, "Initialise jax.distributed from the environment (SLURM, Open MPI, TPU).")
 _HEARTBEAT_S = flags.DEFINE_integer(
     "heartbeat_timeout_s", 60, "jax.distributed ends the job when a process is silent this long.")
+_ACCEPT_CHANGES = flags.DEFINE_list(
+    "accept_changes", [], "Config fields (comma-separated) this run may change from the run "
+    "whose checkpoint in --workdir it goes on from; the changes are logged and noted in "
+    "metrics.jsonl. Without it, a restart that changes the training is refused.")
 _DRY_RUN = flags.DEFINE_bool(
     "dry_run", False, "Check the flags and the config, print the run they describe (JSON) and "
     "exit, touching no device, dataset or workdir.")
@@ -61,11 +70,24 @@ def _parse_flags(argv):
     cause = str(e.__cause__ or e).strip().splitlines()[-1].strip()
     _fail(f"the config file could not be loaded: {cause}.")
   except (KeyError, AttributeError) as e:  # --config.FIELD names no field of the config.
-    # ml_collections nests the KeyError's text (and a "did you mean") inside quotes; unwrap it.
-    text = e.args[0] if e.args else str(e)
-    while isinstance(text, BaseException):
-      text = text.args[0] if text.args else str(text)
-    _fail(f"the config has no such field: {' '.join(str(text).split())}")
+    _fail(_unknown_override(argv, e))
+
+
+def _unknown_override(argv, error: Exception) -> str:
+  """The sentence for a --config.FIELD override naming no field: the field as the user wrote
+  it, and the fields closest to it (ml_collections's own suggestion misses "batch_szie")."""
+  import experiment
+  import validation
+  # ml_collections nests the KeyError's text inside quotes and exceptions; unwrap it.
+  text = error.args[0] if error.args else str(error)
+  while isinstance(text, BaseException):
+    text = text.args[0] if text.args else str(text)
+  key = re.search(r"'([^']+)'", str(text))
+  overrides = [arg.split("=", 1)[0][len("--config."):] for arg in argv
+               if arg.startswith("--config.")]
+  field = next((o for o in overrides if key and o.split(".")[-1] == key.group(1)),
+               key.group(1) if key else " ".join(str(text).split()))
+  return validation.no_such_field(field, experiment.SETTINGS)
 
 
 # Where a job launcher puts the process's rank and the job's size (what jax.distributed's own
@@ -135,6 +157,53 @@ def _devices_planned(spec) -> str:
           f"{mesh} (--cpu_devices=N asks for CPU stand-ins).")
 
 
+def _mesh_that_fits(devices: int, processes: int) -> str:
+  """The largest mesh of at most `devices` that the run's config resolves with (its scheme,
+  batch and model), the model axis kept where it fits, as the flags that set it."""
+  import experiment
+  from hybrid_parallel.errors import UserError
+  model = _CONFIG.value.mesh.model
+  shapes = sorted(((d, m) for d in range(1, devices + 1) for m in range(1, devices // d + 1)),
+                  key=lambda shape: (-shape[0] * shape[1], abs(shape[1] - model)))
+  verbosity = logging.get_verbosity()
+  logging.set_verbosity(logging.ERROR)  # a candidate's warnings are not the run's.
+  try:
+    for data, model in shapes:
+      config = _CONFIG.value.copy_and_resolve_references()
+      with config.unlocked():
+        config.mesh.data, config.mesh.model = data, model
+      try:
+        experiment.resolve(config, processes=processes)
+      except UserError:
+        continue
+      return f"--config.mesh.data={data} --config.mesh.model={model}"
+  finally:
+    logging.set_verbosity(verbosity)
+  return "none of this config's batch and scheme"
+
+
+def _check_cpu_devices(spec) -> None:
+  """One UserError where --cpu_devices simulates fewer CPU devices than the mesh needs on a
+  machine where the CPU runs it (no accelerator, or JAX_PLATFORMS=cpu), before JAX starts."""
+  from hybrid_parallel import accelerators
+  from hybrid_parallel.errors import UserError
+  mesh = spec.plan.data * spec.plan.model
+  per_process = max(1, mesh // spec.processes)
+  asked = _CPU_DEVICES.value
+  if not asked or asked >= per_process:
+    return
+  if not (os.environ.get("JAX_PLATFORMS") == "cpu" or accelerators.only_the_cpu_can_run()):
+    return  # accelerators run it, or refuse it themselves (mesh.cpu_stands_in).
+  each = " per process" if spec.processes > 1 else ""
+  fits = asked * spec.processes
+  raise UserError(f"the {spec.plan.data}×{spec.plan.model} mesh needs {mesh} devices, but "
+                  f"--cpu_devices={asked} simulates {asked} CPU "
+                  f"device{'s' if asked > 1 else ''}{each}: set --cpu_devices={per_process} (or "
+                  f"leave it out: the CPU then simulates what the mesh needs), or choose a mesh "
+                  f"that fits {fits} device{'s' if fits > 1 else ''}: "
+                  f"{_mesh_that_fits(fits, spec.processes)}.")
+
+
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
@@ -153,6 +222,8 @@ def main(argv):
     # With --distributed the process count comes from the environment once jax.distributed is
     # up; until then the run is checked for one.
     spec = experiment.resolve(_CONFIG.value, processes=_NUM_PROCESSES.value or 1)
+    validation.check_accepted(_ACCEPT_CHANGES.value, experiment.SETTINGS)
+    _check_cpu_devices(spec)
   except UserError as e:
     _fail(str(e))
   if _DRY_RUN.value:
@@ -180,7 +251,7 @@ def main(argv):
     logging.info("JAX runs on the CPU: simulating %d CPU devices for the %d×%d mesh.",
                  jax.device_count(), spec.plan.data, spec.plan.model)
   try:
-    train.train_and_evaluate(spec, workdir)
+    train.train_and_evaluate(spec, workdir, accept_changes=_ACCEPT_CHANGES.value)
   except faults.Stopped as e:
     sys.exit(e.exit_code)  # the loop has said what it saved.
   except KeyboardInterrupt:  # Ctrl-C before the loop took the signal over: nothing to save.

@@ -20,6 +20,7 @@ from absl import logging
 
 import experiment
 import input_pipeline
+import validation
 from hybrid_parallel import mesh as mesh_lib
 from hybrid_parallel import checkpointing, faults, metric_writers, models, platforms, profiling
 from hybrid_parallel.errors import UserError
@@ -38,12 +39,13 @@ def evaluate(eval_step, variables, dataset, *, sharding, batch: int) -> dict[str
   return {k: float(v) / count for k, v in sums.items()}
 
 
-def train_config(config: ml_collections.ConfigDict, workdir: str) -> dict[str, float]:
+def train_config(config: ml_collections.ConfigDict, workdir: str, *,
+                 accept_changes=()) -> dict[str, float]:
   """`train_and_evaluate` of `config`, resolved for this job's processes; its progress lines
   (the compile, each log step with its ETA, each evaluation) shown as main.py shows them."""
   with _progress_shown():
     return train_and_evaluate(experiment.resolve(config, processes=jax.process_count()),
-                              workdir)
+                              workdir, accept_changes=accept_changes)
 
 
 @contextlib.contextmanager
@@ -63,24 +65,36 @@ def _progress_shown():
     logging.set_verbosity(verbosity)
 
 
-def train_and_evaluate(spec: experiment.RunSpec, workdir: str) -> dict[str, float]:
+def train_and_evaluate(spec: experiment.RunSpec, workdir: str, *,
+                       accept_changes=()) -> dict[str, float]:
   """Trains the run `spec` (experiment.resolve) and writes metrics to `workdir`; returns the final
-  eval metrics. A workdir with checkpoints resumes from the newest; one whose run is finished is
-  evaluated, not trained.
+  eval metrics. A workdir with checkpoints resumes from the newest — where its run is this one:
+  a config that changes the training is refused unless each changed field is named in
+  `accept_changes` (the changes are then logged and noted in metrics.jsonl; see
+  validation.restart_changes). One whose run is finished is evaluated, not trained.
 
   Raises:
     UserError: for a run resolved for another process count, a mesh or dataset that cannot work,
-      before any training.
+      a checkpoint of another run, before any training.
     faults.Stopped: after SIGTERM or SIGINT, once the checkpoint of the step in flight is saved.
   """
   if spec.processes != jax.process_count():  # its checks were made for another job.
     raise UserError(f"the run was resolved for {spec.processes} process(es) but this job has "
                     f"{jax.process_count()}; resolve it with processes=jax.process_count().")
-  job = _Job.start(spec)
+  directory = os.path.join(workdir, "checkpoints")
   with contextlib.ExitStack() as opened:  # each closed once, in reverse order, on every path.
-    checkpointer = opened.enter_context(contextlib.closing(checkpointing.Checkpointer(
-        os.path.join(workdir, "checkpoints"), spec.loop.checkpoint_every_steps,
-        spec.loop.checkpoint_keep, _run_description(spec))))
+
+    def open_checkpointer():
+      return opened.enter_context(contextlib.closing(checkpointing.Checkpointer(
+          directory, spec.loop.checkpoint_every_steps, spec.loop.checkpoint_keep,
+          _run_description(spec))))
+
+    checkpointer, changes = None, {}
+    if os.path.isdir(directory):  # a run to go on with: is it this one? Before any work.
+      checkpointer = open_checkpointer()
+      changes = _changes_asked(spec, checkpointer, accept_changes)
+    job = _Job.start(spec)
+    checkpointer = checkpointer or open_checkpointer()
     restored = checkpointer.restore_latest(job.run.scheme.state)
     if restored and restored.step >= job.total_steps:
       return _report_finished(job, restored, workdir=workdir)
@@ -97,6 +111,8 @@ def train_and_evaluate(spec: experiment.RunSpec, workdir: str) -> dict[str, floa
     state = restored.state if restored else job.run.scheme.init()
     loop = _Loop(job, checkpointer, opened, workdir=workdir, first_step=first_step,
                  last_checkpoint=restored.step if restored else None, compiles=compiles)
+    if restored and changes and loop.writer:
+      loop.writer.note_changes(first_step, changes)
     # The input thread stops first, before anything it uses is torn down.
     batches = opened.enter_context(contextlib.closing(input_pipeline.train_iterator(
         job.dataset, job.run.batch_sharding, spec.global_batch_size, seed=spec.seed,
@@ -110,6 +126,23 @@ def train_and_evaluate(spec: experiment.RunSpec, workdir: str) -> dict[str, floa
       state = loop.step(step, state, images=images, labels=labels, data_position=data_position,
                         preemption=preemption)
   return loop.eval_metrics
+
+
+def _changes_asked(spec: experiment.RunSpec, checkpointer: checkpointing.Checkpointer,
+                   accept_changes) -> dict[str, tuple]:
+  """The fields this run changes from the one whose newest checkpoint it goes on from, each
+  named in `accept_changes` and logged; a UserError for any other change of the training."""
+  latest = checkpointer.latest_meta()
+  if latest is None:
+    return {}
+  step, written = latest
+  where = f"the checkpoint at step {step} in {checkpointer.manager.directory}"
+  changes = validation.restart_changes(written, spec.config_values(), accepted=accept_changes,
+                                       where=where)
+  if changes:
+    logging.warning("going on from %s with changes asked for: %s.", where, "; ".join(
+        f"{field} {before!r} → {after!r}" for field, (before, after) in changes.items()))
+  return changes
 
 
 @dataclasses.dataclass(frozen=True)
@@ -345,9 +378,8 @@ def _report_finished(job: _Job, restored, *, workdir: str) -> dict[str, float]:
 def _run_description(spec: experiment.RunSpec) -> dict:
   """What a checkpoint records about the run that wrote it (see checkpointing.py)."""
   plan = spec.plan
-  return {"model": spec.model.name, "dataset": spec.data.dataset, "image_size": spec.image_size,
-          "input_shards": spec.data.input_shards, "seed": spec.seed,
-          "global_batch_size": spec.global_batch_size, "optimizer": spec.optimizer.optimizer,
+  return {"config": spec.config_values(), "model": spec.model.name,
+          "image_size": spec.image_size, "optimizer": spec.optimizer.optimizer,
           "fc_updates_per_step": spec.step.fc_updates_per_step,
           "state_kind": "replicas" if plan.local_sgd else "synchronous",
           "parallelism": plan.scheme, "mesh": f"{plan.data}x{plan.model}"}

@@ -15,7 +15,10 @@ checkpoint, the real process count) is checked where it is met, as early as poss
 input_pipeline/, checkpointing.py, train.py.
 """
 
+import difflib
+import json
 import os
+import tempfile
 
 import ml_collections
 
@@ -61,6 +64,32 @@ def fields(config: ml_collections.ConfigDict, settings: dict[str, Check],
   return names
 
 
+def no_such_field(name: str, fields) -> str:
+  """The sentence for an unknown config field `name`, with "did you mean" naming the fields of
+  `fields` (dotted config names) closest to it, where one is close. A field matches on its whole name or on a run of
+  its words ("batch_szie" finds global_batch_size and eval_batch_size, "dropout" dropout_rate);
+  among equal matches, those closest as a whole come first."""
+
+  def ratio(a: str, b: str) -> float:
+    return difflib.SequenceMatcher(None, a, b).ratio()
+
+  def closeness(field: str) -> tuple[float, float]:
+    words = field.replace(".", "_").split("_")
+    runs = {"_".join(words[i:j]) for i in range(len(words)) for j in range(i + 1, len(words) + 1)}
+    return max(ratio(name, run) for run in runs | {field}), ratio(name, field)
+
+  scores = {field: closeness(field) for field in fields}
+  best = max((part for part, _ in scores.values()), default=0.0)
+  if best < 0.75:  # below this, difflib pairs unrelated words ("seed" and "mesh.model").
+    return f"the config has no such field: {name!r}."
+  close = sorted((f for f, (part, _) in scores.items() if part == best),
+                 key=lambda f: -scores[f][1])
+  if scores[close[0]][1] >= 0.85:  # one field is close as a whole: it alone.
+    close = close[:1]
+  return (f"the config has no such field: {name!r}; did you mean "
+          f"{' or '.join(map(repr, close[:3]))}?")
+
+
 def check_fields(config: ml_collections.ConfigDict, settings: dict[str, Check]) -> None:
   """Raises one UserError for the first field of `config` that is unknown, missing, or of the
   wrong type, range or choice.
@@ -72,7 +101,7 @@ def check_fields(config: ml_collections.ConfigDict, settings: dict[str, Check]) 
   present = fields(config, settings)
   unknown = sorted(set(present) - set(settings))
   if unknown:
-    raise UserError(f"the config has no such field: {unknown[0]!r}.")
+    raise UserError(no_such_field(unknown[0], settings))
   missing = [field for field in settings if field not in present]
   if missing:
     raise UserError(f"the config has no field {missing[0]!r}; start it from "
@@ -132,6 +161,16 @@ def warnings(run) -> list[str]:
   return [warning] if warning else []
 
 
+def _can_write_in(directory: str) -> bool:
+  """Whether a directory can be made in `directory`, found by making (and removing) one:
+  os.access answers yes to root (Colab and Docker users) for /proc and read-only mounts too."""
+  try:
+    os.rmdir(tempfile.mkdtemp(prefix=".workdir_check_", dir=directory))
+  except OSError:
+    return False
+  return True
+
+
 def check_flags(*, workdir: str, cpu_devices: int | None, coordinator_address: str | None,
                 num_processes: int | None, process_id: int | None, distributed: bool,
                 heartbeat_timeout_s: int) -> None:
@@ -141,7 +180,7 @@ def check_flags(*, workdir: str, cpu_devices: int | None, coordinator_address: s
   existing = os.path.abspath(workdir)
   while not os.path.exists(existing):
     existing = os.path.dirname(existing)
-  if not os.path.isdir(existing) or not os.access(existing, os.W_OK | os.X_OK):
+  if not os.path.isdir(existing) or not _can_write_in(existing):
     raise UserError(f"--workdir {workdir!r} cannot be created: {existing!r} is not a writable "
                     f"directory.")
   if cpu_devices is not None and cpu_devices < 1:
@@ -165,3 +204,79 @@ def check_flags(*, workdir: str, cpu_devices: int | None, coordinator_address: s
                       f"{num_processes}, got {process_id}.")
     if ":" not in coordinator_address:
       raise UserError(f"--coordinator_address must be HOST:PORT, got {coordinator_address!r}.")
+
+
+# The config fields a restart may change and still continue the same run (docs/faults.md): how
+# long it trains, what it writes and how often, how its steps are computed (the backends, the
+# all-reduce algorithms and layers.py's choices give the same numbers to rounding), where and how
+# its data are read, and what a fault does. Every other field changes the training.
+RESTART_MAY_CHANGE = frozenset({
+    "num_epochs", "num_train_steps", "log_every_steps", "eval_every_steps", "eval_batch_size",
+    "checkpoint_every_steps", "checkpoint_keep", "profile_steps", "probe_examples",
+    "step_timeout_s", "skip_nonfinite_steps", "backend", "grad_reduce", "tune_xla_cpu",
+    "max_pool", "stem_conv", "grouped_conv", "data_dir", "tfds_download", "input_workers",
+    "decoded_placement"})
+# Fields whose change gives the training state other shapes: a checkpoint cannot continue with
+# them changed, even when asked.
+_STATE_SHAPE = ("model", "image_size", "optimizer", "fc_updates_per_step", "synthetic_classes")
+# What checkpoints written before the resolved config was recorded hold of it.
+_RECORDED_BEFORE = ("model", "dataset", "image_size", "input_shards", "seed", "global_batch_size",
+                    "optimizer", "fc_updates_per_step")
+
+
+def check_accepted(names, fields) -> None:
+  """Raises one UserError for a name in `names` (--accept_changes) that is no config field of
+  `fields` (dotted names) nor a group of them ("mesh", "lr_multipliers")."""
+  for name in names:
+    if not any(field == name or field.startswith(f"{name}.") for field in fields):
+      raise UserError(f"--accept_changes: {no_such_field(name, fields)}")
+
+
+def _accepted(field: str, names) -> bool:
+  return any(field == name or field.startswith(f"{name}.") for name in names)
+
+
+def _shown(value) -> str:
+  return json.dumps(value) if isinstance(value, (dict, list)) else repr(value)
+
+
+def restart_changes(written: dict, current: dict, *, accepted=(), where: str) -> dict:
+  """The config fields a restart changes, asked for in `accepted`; one UserError where it changes
+  another field that changes the training (module constants).
+
+  Args:
+    written: the meta item of the checkpoint the run continues from (its "config": {dotted
+      field: value}; older checkpoints hold `_RECORDED_BEFORE`'s fields at the top).
+    current: this run's {dotted field: value} (experiment.RunSpec.config_values).
+    accepted: the fields (or groups) the user asked to change (main.py --accept_changes).
+    where: the checkpoint, as the sentence names it ("the checkpoint at step 10 in runs/x").
+
+  Returns:
+    {field: (written value, this run's)} of the accepted changes that change the training.
+  """
+  recorded = written.get("config") or {k: written[k] for k in _RECORDED_BEFORE if k in written}
+  current = json.loads(json.dumps(current))  # as recorded: tuples are lists.
+  changed = {field: (recorded[field], current[field]) for field in recorded
+             if field in current and recorded[field] != current[field]
+             and field not in RESTART_MAY_CHANGE}
+  replicas = [partitioning.SCHEMES[scheme].local_sgd
+              for scheme in (recorded.get("parallelism"), current.get("parallelism"))
+              if scheme in partitioning.SCHEMES]
+  shape = [f for f in changed if f in _STATE_SHAPE or (
+      any(replicas) and f in ("parallelism", "mesh.data")) or (
+      f == "momentum" and 0 in changed[f] and any(changed[f]))]  # a trace, or none.
+  refused = [f for f in changed if not _accepted(f, accepted)]
+  listed = lambda fields, side: checks.listing(f"{f} {_shown(changed[f][side])}" for f in fields)
+  if shape:
+    raise UserError(f"{where} was written by a run with {listed(shape, 0)}, but this run has "
+                    f"{listed(shape, 1)}, and its training state cannot take that checkpoint's "
+                    f"shapes; use another --workdir to start a new run, or put the "
+                    f"value{'s' if len(shape) > 1 else ''} back to continue that one.")
+  if refused:
+    values = "values" if len(refused) > 1 else "value"
+    raise UserError(f"{where} was written by a run with {listed(refused, 0)}, but this run has "
+                    f"{listed(refused, 1)}; use another --workdir to start a new run, or put "
+                    f"the {values} back to continue that one (or continue it with the "
+                    f"{'changes' if len(refused) > 1 else 'change'} recorded in metrics.jsonl: "
+                    f"--accept_changes={','.join(refused)}).")
+  return changed

@@ -85,6 +85,17 @@ def this_command() -> str:
   return shlex.join(program + [a.replace(ROOT + os.sep, "") for a in sys.argv[1:]])
 
 
+def require_extra(extra: str, modules=None) -> None:
+  """Exits with one `error:` sentence naming `extra` (hybrid_parallel/extras.py) where this
+  study needs packages of it (`modules`; default: all of them) that are missing: the first thing
+  a study's main() does, before any work."""
+  from hybrid_parallel import extras
+  main = sys.modules.get("__main__")
+  module = getattr(getattr(main, "__spec__", None), "name", None) or "this study"
+  if error := extras.missing(f"python -m {module}", extra, modules):
+    raise SystemExit(f"error: {error}")
+
+
 def record(*, software=(), command: str | None = None, machine: str | None = None) -> dict:
   """The record of a result made now by this process: today's date (UTC), the machine, the
   software's versions (SOFTWARE and `software`) and the command (this process's unless given)."""

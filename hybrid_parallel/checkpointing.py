@@ -3,11 +3,13 @@
 A checkpoint is one orbax step directory holding two items:
   state  the whole training state (parameters, optimiser state, step, root RNG key data, batch
          statistics) as arrays, written collectively by every process;
-  meta   JSON: what wrote it (model, scheme, mesh, dataset, image size, input shards, seed,
-         batch) and the data position — where the input pipeline continues: the step number for
-         the in-memory datasets, every input shard's stream position for the tfds ones
-         (input_pipeline). A run resumed at step s reads the batch of step s + 1 next, as the
-         uninterrupted run did.
+  meta   JSON: what wrote it — the run's resolved config ("config": {field: value}), and the
+         fields its state's shapes depend on at the top — and the data position: where the
+         input pipeline continues, the step number for the in-memory datasets, every input
+         shard's stream position for the tfds ones (input_pipeline). A run resumed at step s
+         reads the batch of step s + 1 next, as the uninterrupted run did. Whether a restart
+         continues the same run is the caller's rule (validation.restart_changes, on
+         `latest_meta`); here only a state of other shapes is refused.
 
 Restoring takes an *abstract* state (shapes, dtypes and the new run's shardings), so a checkpoint
 written under one mesh and scheme is resharded onto another as it is read: `hybrid4` → `data4` →
@@ -31,9 +33,8 @@ from absl import logging
 from hybrid_parallel import checks, metric_writers
 from hybrid_parallel.errors import UserError
 
-# Fields of the meta item that must agree for a checkpoint to continue the same run.
-_SAME_RUN = ("model", "dataset", "image_size", "input_shards", "seed", "global_batch_size",
-             "optimizer", "fc_updates_per_step", "state_kind")
+# Fields of the meta item that must agree for a checkpoint's state to restore into a run's.
+_SAME_STATE = ("model", "image_size", "optimizer", "fc_updates_per_step", "state_kind")
 
 
 class CheckpointWriteError(UserError):
@@ -138,6 +139,16 @@ class Checkpointer:
     return CheckpointWriteError(f"the checkpoint at step {step} could not be written to "
                                 f"{self.manager.directory} ({_first_line(error)}); {kept}.")
 
+  def latest_meta(self) -> tuple[int, dict] | None:
+    """(step, meta) of the newest checkpoint whose meta item reads; None where there is none."""
+    for step in sorted(self.manager.all_steps(), reverse=True):
+      try:
+        meta = self.manager.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))
+        return step, dict(meta["meta"])
+      except Exception:  # noqa: BLE001 — unreadable: restore_latest says so, and goes back.
+        continue
+    return None
+
   def restore_latest(self, abstract_state) -> Restored | None:
     """The newest readable checkpoint, resharded to `abstract_state`'s shardings; None if none.
 
@@ -155,7 +166,7 @@ class Checkpointer:
         logging.warning("checkpoint at step %d is unreadable (%s); trying the previous one.",
                         step, _first_line(e))
         continue
-      self._check_same_run(meta, step)
+      self._check_same_state(meta, step)
       try:
         restored = self.manager.restore(step, args=ocp.args.Composite(
             state=ocp.args.PyTreeRestore(
@@ -169,8 +180,8 @@ class Checkpointer:
     raise UserError(f"no checkpoint in {self.manager.directory} can be read (steps "
                     f"{', '.join(map(str, steps))}); move the directory aside to start afresh.")
 
-  def _check_same_run(self, meta: dict, step: int) -> None:
-    for key in _SAME_RUN:
+  def _check_same_state(self, meta: dict, step: int) -> None:
+    for key in _SAME_STATE:
       if key in meta and meta[key] != self.meta.get(key):
         raise UserError(f"the checkpoint at step {step} in {self.manager.directory} was written "
                         f"with {key} {meta[key]!r}, but this run has {self.meta.get(key)!r}; use "

@@ -73,6 +73,12 @@ def one_of(choices) -> Check:
   return check
 
 
+def listing(items) -> str:
+  """Items as a sentence lists them: "a", "a and b", "a, b and c"."""
+  items = list(items)
+  return " and ".join([", ".join(items[:-1]), items[-1]] if len(items) > 1 else items)
+
+
 def setting(check: Check, *, config: str | None = None,
             default=dataclasses.MISSING) -> dataclasses.Field:
   """A dataclass field that a config field sets — the one of the same name, or `config` (a

@@ -37,14 +37,22 @@ def quiet_info_from(library: str) -> None:
       handler.addFilter(keep)
 
 
+# The key of a metrics.jsonl row that notes the settings a run changed when it went on from a
+# checkpoint (MetricWriter.note_changes), not a metric.
+CHANGED = "changed"
+
+
 def drop_rows_after(path: str, step: int) -> int:
-  """Removes the rows of metrics.jsonl at `path` logged after `step`, rewriting it atomically
-  (a crash leaves the old file or the new one, never half of one). Returns how many went."""
+  """Removes the rows of metrics.jsonl at `path` logged after `step`, and the note of changes
+  made at `step` (the run that goes on from there writes its own), rewriting it atomically (a
+  crash leaves the old file or the new one, never half of one). Returns how many went."""
   if not os.path.exists(path):
     return 0
   with open(path) as f:
     lines = f.readlines()
-  kept = [line for line in lines if line.strip() and json.loads(line)["step"] <= step]
+  rows = [json.loads(line) if line.strip() else None for line in lines]
+  kept = [line for line, row in zip(lines, rows)
+          if row and (row["step"] < step or row["step"] == step and CHANGED not in row)]
   if len(kept) == len(lines):
     return 0
   temporary = f"{path}.tmp"
@@ -94,6 +102,13 @@ class MetricWriter:
       self._tensorboard.write_event(event_pb2.Event(step=step, wall_time=time.time(),
                                                     summary=summary.scalar(name, value)))
     self._tensorboard.flush()
+
+  def note_changes(self, step: int, changes: dict[str, tuple]) -> None:
+    """Appends the row that says which settings the run changed when it went on from `step`:
+    {"step": step, "changed": {field: [before, after]}} (no TensorBoard event: not a metric)."""
+    self._jsonl.write(json.dumps({"step": step, CHANGED: {
+        field: list(values) for field, values in changes.items()}}) + "\n")
+    self._jsonl.flush()
 
   def close(self) -> None:
     self._jsonl.close()

@@ -4,10 +4,11 @@ Every entry point — main.py, each benchmark, the notebook — calls `start` be
 the devices:
 
 * the user's choice (JAX_PLATFORMS, or jax_platforms set earlier) is obeyed as it stands;
-* on a machine with no accelerator JAX is told to use the CPU, so that an installed libtpu or CUDA
-  plugin (which compile for TPU and GPU topologies without the hardware) is never opened: JAX
-  would otherwise try it first and print libtpu's five lines of complaints, or the CUDA plugin's
-  traceback, before settling on the CPU;
+* on a machine with no accelerator JAX is told to use the CPU, so that no accelerator backend is
+  tried: JAX would otherwise try each first — an installed libtpu or CUDA plugin (which compile
+  for TPU and GPU topologies without the hardware) printing libtpu's five lines of complaints or
+  the CUDA plugin's traceback, and without them its own "Unable to initialize backend 'tpu'"
+  line — before settling on the CPU;
 * NVIDIA GPUs that this JAX cannot use (no CUDA plugin installed) are named, with the install
   command that would use them: JAX itself falls back to the CPU with one easily missed line;
 * `cpu_devices` asks for that many simulated CPU devices to stand in for accelerators too few for
@@ -49,7 +50,7 @@ def start(*, cpu_devices: int | None = None, simulate_on_cpu: int | None = None)
   if jax.config.jax_platforms:  # the user's choice needs no advice.
     return
   cuda = any(importlib.util.find_spec(plugin) for plugin in CUDA_PLUGINS)
-  if (cuda or importlib.util.find_spec("libtpu")) and accelerators.only_the_cpu_can_run():
+  if accelerators.only_the_cpu_can_run():
     jax.config.update("jax_platforms", "cpu")
   gpus = nvidia_gpus()
   if gpus and not cuda:

@@ -34,6 +34,7 @@ import time
 from absl import app, flags, logging
 import numpy as np
 
+from hybrid_parallel import extras
 from hybrid_parallel.errors import UserError
 from input_pipeline import imagenet_stats, prepared
 
@@ -311,6 +312,24 @@ def write_shard(path: str, items, *, settings: Settings, encode) -> dict:
 FORMATS = prepared.FORMATS + ("decoded",)
 
 
+def _require_packages(source: str, image_format: str) -> None:
+  """One UserError naming the imagenet extra's packages that reading `source` and writing
+  `image_format` need and are missing: Pillow decodes and resizes every image (a folder's
+  included), tfds reads its datasets with TensorFlow, a prepared source is ArrayRecord files of
+  JPEGs (simplejpeg), and JPEG and raw records are written as ArrayRecord files."""
+  if source.startswith("folder:"):
+    readers = ("PIL",)
+  elif source.startswith("prepared:"):
+    readers = ("array_record", "simplejpeg", "PIL")
+  elif source in TFDS_SOURCES:
+    readers = ("tensorflow", "tensorflow_datasets", "PIL")
+  else:
+    return  # open_input names the sources there are.
+  writers = () if image_format == "decoded" else ("array_record",)
+  extras.require("python -m input_pipeline.prepare", "imagenet",
+                 list(dict.fromkeys(readers + writers)))
+
+
 def prepare(source: str, out: str, *, image_format: str = "jpeg", quality: int = 90,
             size: int = 256, images_per_shard: int = 4096, workers: int = 0,
             data_dir: str | None = None, colour: str = "yuv420",
@@ -328,10 +347,7 @@ def prepare(source: str, out: str, *, image_format: str = "jpeg", quality: int =
                     "least 1.")
   if os.path.exists(out) and not os.path.isdir(out):
     raise UserError(f"--out {out!r} is a file, not a directory.")
-  writers = ("array_record", "PIL") + (() if source.startswith("folder:") else
-                                       ("tensorflow", "tensorflow_datasets"))
-  if error := prepared.imagenet_extra_missing("python -m input_pipeline.prepare", writers):
-    raise error
+  _require_packages(source, image_format)
   settings = Settings(source, image_format, quality if image_format == "jpeg" else 0, size)
   if os.path.isfile(os.path.join(out, prepared.MANIFEST)):
     manifest = prepared.Manifest.read(out)
@@ -413,6 +429,7 @@ def prepare_decoded(source: str, out: str, *, size: int = 256, workers: int = 0,
     raise UserError(f"--out {out!r} is a file, not a directory.")
   if colour not in decoded.COLOURS:  # before the input is opened (a tfds source is slow to)
     raise UserError(f"unknown --colour {colour!r}; choose one of {', '.join(decoded.COLOURS)}.")
+  _require_packages(source, "decoded")
   data = open_input(source, data_dir)
   pool = multiprocessing.get_context("spawn").Pool(workers) if workers > 1 else None
 

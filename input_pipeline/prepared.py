@@ -24,7 +24,6 @@ No TensorFlow is needed.
 """
 
 import dataclasses
-import importlib.util
 import io
 import json
 import os
@@ -34,6 +33,7 @@ import sys
 import jax.numpy as jnp
 import numpy as np
 
+from hybrid_parallel import extras
 from hybrid_parallel.errors import UserError
 from input_pipeline import arrays, imagenet_stats
 from input_pipeline.source import DeviceInput, StepPositioned
@@ -55,25 +55,6 @@ MANIFEST = "prepared.json"
 FORMATS = ("jpeg", "raw")
 SPLITS = ("train", "eval")
 _LABEL = struct.Struct("<i")
-
-
-# The ImageNet paths' packages (requirements-imagenet.txt, the `imagenet` extra): module → the
-# distribution that installs it.
-IMAGENET_PACKAGES = {"tensorflow": "tensorflow-cpu", "tensorflow_datasets": "tensorflow-datasets",
-                     "grain": "grain", "array_record": "array-record", "PIL": "pillow",
-                     "simplejpeg": "simplejpeg"}
-
-
-def imagenet_extra_missing(what: str, modules) -> UserError | None:
-  """One sentence naming the packages of the imagenet extra that `what` needs and this
-  environment lacks (importable `modules`, IMAGENET_PACKAGES's keys); None if it has them."""
-  missing = [IMAGENET_PACKAGES[m] for m in modules if importlib.util.find_spec(m) is None]
-  if not missing:
-    return None
-  listed = " and ".join([", ".join(missing[:-1]), missing[-1]] if len(missing) > 1 else missing)
-  return UserError(f"{what} needs {listed}, not installed here: install the "
-                   f"imagenet extra (pip install -r requirements-imagenet.txt, or pip install "
-                   f"\".[imagenet]\").")
 
 
 def shard_file(split: str, index: int, count: int) -> str:
@@ -239,8 +220,7 @@ class PreparedDataset(StepPositioned):
     self.name = f"prepared:{directory}"
     readers = ("grain", "array_record") + (("simplejpeg",) if self.manifest.image_format == "jpeg"
                                            else ())
-    if error := imagenet_extra_missing(f"the prepared dataset {directory!r}", readers):
-      raise error
+    extras.require(f"the prepared dataset {directory!r}", "imagenet", readers)
     if image_size > self.manifest.size:
       raise UserError(f"image_size {image_size} is larger than the {self.manifest.size}² images "
                       f"prepared in {directory!r}; prepare them with --size="

@@ -50,6 +50,15 @@ if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
 # them back costs little (measured: a repeated tiny run 6.6 s of CPU with 0.1 s, 4.7 s with 0).
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
 
+# Where tests/paths_test.py notes each cell's outcome, for the table the suite prints at its end
+# (tests/conftest.py): one file for every process of the run, as the cache above.
+if "PATH_MATRIX_TABLE" not in os.environ:
+  os.environ["PATH_MATRIX_TABLE"] = os.path.join(tempfile.mkdtemp(prefix="path_matrix_"),
+                                                 "cells.jsonl")
+  atexit.register(shutil.rmtree, os.path.dirname(os.environ["PATH_MATRIX_TABLE"]),
+                  ignore_errors=True)
+PATH_MATRIX_TABLE = os.environ["PATH_MATRIX_TABLE"]
+
 import jax  # noqa: E402  (after the environment the processes it starts inherit)
 
 jax.config.update("jax_num_cpu_devices", 8)

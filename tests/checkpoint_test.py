@@ -12,10 +12,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from absl import logging
-from absl.testing import absltest
+from absl.testing import absltest, parameterized
 
+import experiment
 import input_pipeline
 import train
+import validation
+from configs import single
 from hybrid_parallel import checkpointing, faults, train_state
 from hybrid_parallel.errors import UserError
 from tests import numerics, testing
@@ -27,6 +30,11 @@ BASE = dict(global_batch_size=32, eval_batch_size=120, base_learning_rate=0.05, 
 def config_for(scheme, data, model_ways, steps, **overrides):
   return testing.tiny_config(parallelism=scheme, mesh=dict(data=data, model=model_ways),
                              num_train_steps=steps, **dict(BASE, **overrides))
+
+
+def metrics_rows(workdir):
+  with open(os.path.join(workdir, "metrics.jsonl")) as f:
+    return [json.loads(line) for line in f]
 
 
 def saved_state(workdir, step):
@@ -42,7 +50,9 @@ class ResumeTest(absltest.TestCase):
           tempfile.TemporaryDirectory() as exact):
       for scheme, data, model, steps in (("hybrid", 2, 2, 3), ("data", 4, 1, 6),
                                          ("single", 1, 1, 9)):
-        train.train_config(config_for(scheme, data, model, steps), moved)
+        # Another scheme and mesh, asked for by name (unasked, they are refused: SameRunTest).
+        train.train_config(config_for(scheme, data, model, steps), moved,
+                           accept_changes=("parallelism", "mesh"))
       train.train_config(config_for("hybrid", 2, 2, 9), stayed)
       with jax.enable_x64(True):  # the same SGD's exact values (tests/numerics.py).
         train.train_config(config_for("single", 1, 1, 9, dtype="float64"), exact)
@@ -80,9 +90,120 @@ class ResumeTest(absltest.TestCase):
   def test_a_checkpoint_of_another_model_is_refused(self):
     with tempfile.TemporaryDirectory() as workdir:
       train.train_config(config_for("single", 1, 1, 2), workdir)
-      with self.assertRaisesRegex(UserError, "the checkpoint at step 2 .* was written with "
-                                  "model 'alexnet_tiny', but this run has 'alexnet_owt_tiny'"):
-        train.train_config(config_for("single", 1, 1, 4, model="alexnet_owt_tiny"), workdir)
+      with self.assertRaisesRegex(UserError, "the checkpoint at step 2 .* was written by a run "
+                                  "with model 'alexnet_tiny', but this run has model "
+                                  "'alexnet_owt_tiny', and its training state cannot take that "
+                                  "checkpoint's shapes; use another --workdir"):
+        train.train_config(config_for("single", 1, 1, 4, model="alexnet_owt_tiny"), workdir,
+                           accept_changes=("model",))  # asked for, it still cannot be.
+
+
+class SameRunTest(parameterized.TestCase):
+  """A restart goes on with the run its checkpoint holds: a change of the training is refused by
+  name, extending it and changing how often it logs, evaluates or saves are not, and a change
+  asked for goes on and is recorded."""
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.tmp = tempfile.mkdtemp()
+    cls.finished = os.path.join(cls.tmp, "finished")  # copied, never changed.
+    train.train_config(cls.config(), cls.finished)
+
+  @classmethod
+  def tearDownClass(cls):
+    shutil.rmtree(cls.tmp, ignore_errors=True)
+    super().tearDownClass()
+
+  # configs/single.py with these fields: the run main.py makes of the same flags.
+  FIELDS = dict(model="alexnet_tiny", global_batch_size=32, eval_batch_size=120,
+                num_train_steps=2, log_every_steps=1, lr_decay="constant")
+
+  @classmethod
+  def config(cls, **changes):
+    config = single.get_config()
+    config.update(dict(cls.FIELDS, **changes))
+    return config
+
+  def workdir(self) -> str:
+    """A copy of the finished 2-step run, for one test to go on from."""
+    workdir = os.path.join(tempfile.mkdtemp(dir=self.tmp), "run")
+    shutil.copytree(self.finished, workdir)
+    return workdir
+
+  def test_the_checkpoint_records_the_resolved_config(self):
+    checkpointer = checkpointing.Checkpointer(os.path.join(self.finished, "checkpoints"), 0, 1,
+                                              {})
+    self.addCleanup(checkpointer.close)
+    step, meta = checkpointer.latest_meta()
+    self.assertEqual(step, 2)
+    self.assertEqual(meta["config"],
+                     json.loads(json.dumps(experiment.resolve(self.config()).config_values())))
+    self.assertEqual(meta["config"]["base_learning_rate"], 0.01)
+
+  @parameterized.named_parameters(
+      ("learning_rate", {"base_learning_rate": 0.05}, "base_learning_rate 0.01",
+       "base_learning_rate 0.05"),
+      ("momentum", {"momentum": 0.8}, "momentum 0.9", "momentum 0.8"),
+      ("dropout", {"dropout_rate": 0.3}, "dropout_rate 0.5", "dropout_rate 0.3"),
+      ("weight_decay", {"weight_decay": 0.0}, "weight_decay 0.0005", "weight_decay 0.0"),
+      ("schedule", {"lr_decay": "cosine"}, "lr_decay 'constant'", "lr_decay 'cosine'"),
+      ("dtype", {"dtype": "bfloat16"}, "dtype 'float32'", "dtype 'bfloat16'"),
+      ("seed", {"seed": 1}, "seed 0", "seed 1"),
+      ("data", {"dataset": "synthetic"}, "dataset 'digits'", "dataset 'synthetic'"),
+      ("scheme", {"parallelism": "data", "mesh": {"data": 2, "model": 1}},
+       "parallelism 'single' and mesh.data 1", "parallelism 'data' and mesh.data 2"),
+  )
+  def test_a_change_of_the_training_is_refused_by_name(self, changes, before, after):
+    workdir = self.workdir()
+    written = testing.digest(workdir)
+    with self.assertRaises(UserError) as refused:
+      train.train_config(self.config(num_train_steps=4, **changes), workdir)
+    named = ",".join(part.split()[0] for part in before.split(" and "))
+    values = "values" if "," in named else "value"
+    self.assertEqual(str(refused.exception), (
+        f"the checkpoint at step 2 in {workdir}/checkpoints was written by a run with {before}, "
+        f"but this run has {after}; use another --workdir to start a new run, or put the "
+        f"{values} back to continue that one (or continue it with the "
+        f"{'changes' if ',' in named else 'change'} recorded in metrics.jsonl: "
+        f"--accept_changes={named})."))
+    self.assertEqual(testing.digest(workdir), written)  # refused before any work.
+
+  def test_the_docs_list_the_fields_a_restart_may_change(self):
+    with open(os.path.join(os.path.dirname(os.path.dirname(__file__)), "docs",
+                           "faults.md")) as f:
+      table = f.read().split("| may change |", 1)[1].split("\n\n", 1)[0]
+    listed = {field for row in table.splitlines()[2:]
+              for field in re.findall(r"`([\w.]+)`", row.split("|")[1])}
+    self.assertEqual(listed, set(validation.RESTART_MAY_CHANGE))
+    self.assertLess(listed, set(experiment.SETTINGS))
+
+  def test_extended_with_other_frequencies_it_goes_on(self):
+    workdir = self.workdir()
+    train.train_config(self.config(num_train_steps=3, log_every_steps=3, eval_every_steps=3,
+                                   checkpoint_every_steps=3, checkpoint_keep=2), workdir)
+    rows = metrics_rows(workdir)
+    self.assertEqual([r["step"] for r in rows if "train_loss" in r], [1, 2, 3])
+    self.assertFalse([r for r in rows if "changed" in r])
+    self.assertEqual(int(saved_state(workdir, 3)["step"]), 3)
+
+  def test_a_change_asked_for_goes_on_and_is_recorded(self):
+    workdir = self.workdir()
+    with self.assertLogs(level="WARNING") as logs:
+      train.train_config(self.config(num_train_steps=3, base_learning_rate=0.02), workdir,
+                         accept_changes=("base_learning_rate",))
+    said = [line for line in logs.output if "changes asked for" in line]
+    self.assertLen(said, 1)
+    self.assertIn(f"going on from the checkpoint at step 2 in {workdir}/checkpoints with "
+                  f"changes asked for: base_learning_rate 0.01 → 0.02.", said[0])
+    rows = metrics_rows(workdir)
+    self.assertIn({"step": 2, "changed": {"base_learning_rate": [0.01, 0.02]}}, rows)
+    (step_3,) = [r for r in rows if r["step"] == 3 and "train_loss" in r]
+    # lr_decay constant: each step's rate is base × batch / 128, now from the new base.
+    self.assertAlmostEqual(step_3["learning_rate"], 0.02 * 32 / 128, delta=1e-9)
+    # The next checkpoint records the new value: the same config goes on unasked.
+    train.train_config(self.config(num_train_steps=4, base_learning_rate=0.02), workdir)
+    self.assertEqual(int(saved_state(workdir, 4)["step"]), 4)
 
 
 def _nan_at(bad_index):

@@ -5,6 +5,8 @@ word of how the project was made; every benchmark runnable as `python -m benchma
 and named in benchmarks/README.md's map."""
 
 import ast
+import contextlib
+import io
 import json
 import os
 import re
@@ -17,6 +19,7 @@ from absl.testing import absltest
 
 import benchmarks
 from benchmarks import docs, figures
+from tests import testing
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -465,16 +468,19 @@ class BenchmarksTest(absltest.TestCase):
                      [{**r, "predicted_step_s": None} for r in out["runs"]])
 
   def test_every_main_command_in_the_docs_describes_a_run(self):
-    # --dry_run checks every flag and config field and resolves the run, touching nothing.
+    # --dry_run checks every flag and config field and resolves the run, touching nothing: in
+    # this process (testing.main_in_process), from the repository root as the docs run them.
     commands = [argv for _, program, argv in documented_commands() if program == "main.py"]
     self.assertGreaterEqual(len(commands), 3)  # the README's and docs/faults.md's two.
-    runs = [subprocess.Popen([sys.executable, "main.py", *argv, "--dry_run"], cwd=ROOT,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-            for argv in commands]
-    for argv, process in zip(commands, runs):
-      output, errors = process.communicate(timeout=300)
-      self.assertEqual(process.returncode, 0, f"{argv}: {errors[-2000:]}")
-      self.assertIn('"mesh"', output, argv)
+    cwd = os.getcwd()
+    os.chdir(ROOT)
+    self.addCleanup(os.chdir, cwd)
+    for argv in commands:
+      output = io.StringIO()
+      with contextlib.redirect_stdout(output):
+        code, errors = testing.main_in_process([*argv, "--dry_run"])
+      self.assertEqual(code, 0, f"{argv}: {errors[-2000:]}")
+      self.assertIn('"mesh"', output.getvalue(), argv)
 
   def test_every_prepare_command_in_the_docs_parses(self):
     # With flags: a command (a bare `python -m input_pipeline.prepare` names the program).

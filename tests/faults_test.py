@@ -312,14 +312,6 @@ class MultiProcessTest(absltest.TestCase):
                           # 4 steps × 2 rows of each shard.
                           self.assertEqual(data_position(two, 4), [8, 8, 8, 8])))
 
-  def test_a_model_axis_across_processes_trains_like_one(self):
-    # Model parallel 1×2 on two processes of one device each (one GPU per host): both devices
-    # hold the one data shard, so each process feeds the whole batch (not half of it).
-    self._assert_two_processes_train_like_one(
-        {"num_train_steps": 4, "log_every_steps": 1, "checkpoint_every_steps": 4,
-         "parallelism": "model", "mesh.data": 1, "mesh.model": 2},
-        then=lambda two: self.assertEqual(checkpoints(two), [4]))
-
   def test_a_decoded_set_split_over_processes_trains_like_one(self):
     # hybrid 2×2 with the data axis across the processes, a decoded set of real JPEGs split over
     # it: each process places its devices' share, and the step's all-to-all carries each row to

@@ -64,22 +64,22 @@ class BadInputTest(parameterized.TestCase):
   # What only the machine can tell, found as a user would meet it (the config's own values:
   # tests/validation_test.py).
   @parameterized.named_parameters(
-      ("mesh_larger_than_devices", ["--config=configs/hybrid4.py", "--cpu_devices=2"],
-       "the mesh 2×2 needs 4 devices but only 2 cpu device(s) are available"),
-      ("malformed_npz", ["--config=configs/single.py", "--config.dataset=npz:{garbage}"],
+      ("malformed_npz", ["--config={root}/configs/single.py", "--config.dataset=npz:{garbage}"],
        "is not a readable .npz file"),
-      ("unprepared_imagenet", ["--config=configs/single.py", "--config.dataset=imagenet2012",
+      ("unprepared_imagenet", ["--config={root}/configs/single.py", "--config.dataset=imagenet2012",
                                "--config.data_dir={tmp}/no_data"],
        # Without TensorFlow, that it is missing is what is wrong first.
        "is not installed here" if testing.WITHOUT_TENSORFLOW else
        "imagenet2012 is not prepared in"),
   )
   def test_one_sentence_and_exit_1(self, args, message):
-    args = [a.format(garbage=self.garbage, tmp=self.tmp) for a in args]
-    result = run_main(*args, f"--workdir={self.tmp}/run")
-    self.assertEqual(result.returncode, 1, result.stderr[-2000:])
-    self.assertNotIn("Traceback", result.stderr)
-    errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
+    # main.py's parsing and main() in this process (testing.main_in_process): a process of its
+    # own would add nothing but its start.
+    args = [a.format(garbage=self.garbage, tmp=self.tmp, root=ROOT) for a in args]
+    code, stderr = testing.main_in_process([*args, f"--workdir={self.tmp}/run"])
+    self.assertEqual(code, 1, stderr[-2000:])
+    self.assertNotIn("Traceback", stderr)
+    errors = [line for line in stderr.splitlines() if line.startswith("error: ")]
     self.assertLen(errors, 1)
     self.assertIn(message, errors[0])
     self.assertFalse(os.path.exists(f"{self.tmp}/run/metrics.jsonl"))  # failed before training.
@@ -93,12 +93,9 @@ class RunTest(absltest.TestCase):
     # process by a sitecustomize that makes `import tensorflow` fail as a missing package does.
     tmp = tempfile.mkdtemp()
     self.addCleanup(shutil.rmtree, tmp, ignore_errors=True)
-    site = os.path.join(tmp, "without_tensorflow")
-    os.makedirs(site)
-    with open(os.path.join(site, "sitecustomize.py"), "w") as f:
-      f.write("import sys\nsys.modules['tensorflow'] = None\n")
     result = run_main("--config=configs/single.py", "--config.dataset=mnist",
-                      f"--workdir={tmp}/run", env={"PYTHONPATH": testing.pythonpath_with(site)})
+                      f"--workdir={tmp}/run",
+                      env=testing.environment_without(f"{tmp}/site", ["tensorflow"]))
     self.assertEqual(result.returncode, 1, result.stderr[-2000:])
     self.assertNotIn("Traceback", result.stderr)
     errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]

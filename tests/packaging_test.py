@@ -190,11 +190,8 @@ class ImagenetExtraTest(absltest.TestCase):
   def run_without(self, modules, code):
     tmp = tempfile.mkdtemp()
     self.addCleanup(shutil.rmtree, tmp, ignore_errors=True)
-    with open(os.path.join(tmp, "sitecustomize.py"), "w") as f:  # as if never installed.
-      f.write("import sys\n" + "".join(f"sys.modules[{m!r}] = None\n" for m in modules))
-    env = {**os.environ, "PYTHONPATH": testing.pythonpath_with(tmp)}
-    return subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=300)
+    return subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                          env=testing.environment_without(tmp, modules), text=True, timeout=300)
 
   def test_a_prepared_dataset_without_grain_names_the_extra(self):
     directory = tempfile.mkdtemp()

@@ -1,14 +1,20 @@
 """Shared test helpers: tiny configs, random batches, a scheme built as train.py builds it, and a
 few-step training helper."""
 
+import contextlib
+import hashlib
 import importlib.util
+import io
 import math
 import os
+import sys
 import unittest
 from typing import NamedTuple
+from unittest import mock
 
 import jax
 import numpy as np
+from absl import flags
 
 import experiment
 from configs import default
@@ -47,11 +53,84 @@ def skip_module_without_prepared_packages(module: str) -> None:
                             f"here (the imagenet extra: requirements-imagenet.txt)")
 
 
+# What `pip install -r requirements.txt` alone leaves out: the imagenet extra's packages, the
+# test extra's TensorBoard, and JAX's TPU and CUDA backends (requirements-test.txt installs them
+# here, to compile for TPUs and GPUs).
+NOT_IN_THE_BASE_INSTALL = ("tensorflow", "tensorflow_datasets", "grain", "array_record", "PIL",
+                           "simplejpeg", "tensorboard", "libtpu", "jax_cuda12_plugin",
+                           "jax_cuda13_plugin", "jax_plugins")
+
+
+# A sitecustomize that makes importing each of MISSING fail as a package that is not installed
+# does (ModuleNotFoundError), and hides the JAX plugins among them from JAX's plugin discovery,
+# which reads the installed distributions' entry points.
+_SITECUSTOMIZE = """import importlib.metadata
+import sys
+
+MISSING = {missing!r}
+for name in MISSING:
+  sys.modules[name] = None
+_entry_points = importlib.metadata.entry_points
+
+
+def entry_points(**selection):
+  found = _entry_points(**selection)
+  if selection.get("group") != "jax_plugins":
+    return found
+  return importlib.metadata.EntryPoints(
+      e for e in found if e.value.split(".")[0] not in MISSING)
+
+
+importlib.metadata.entry_points = entry_points
+"""
+
+
+def environment_without(folder: str, modules=NOT_IN_THE_BASE_INSTALL) -> dict[str, str]:
+  """The environment of a process in which `modules` are missing, as if never installed (a
+  sitecustomize in `folder`)."""
+  os.makedirs(folder, exist_ok=True)
+  with open(os.path.join(folder, "sitecustomize.py"), "w") as f:
+    f.write(_SITECUSTOMIZE.format(missing=tuple(modules)))
+  return {**os.environ, "PYTHONPATH": pythonpath_with(folder)}
+
+
+def digest(directory: str) -> dict[str, str]:
+  """Every file under `directory` and the hash of its bytes."""
+  digests = {}
+  for root, _, files in os.walk(directory):
+    for name in files:
+      path = os.path.join(root, name)
+      with open(path, "rb") as f:
+        digests[os.path.relpath(path, directory)] = hashlib.sha256(f.read()).hexdigest()
+  return digests
+
+
 def pythonpath_with(first: str) -> str:
   """A PYTHONPATH of `first`, then the one this process was given: a machine may keep packages
   there (a GPU machine's may be installed with `pip --target`), which a subprocess still needs."""
   given = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
   return os.pathsep.join([first, *given])
+
+
+def main_in_process(args: list[str]) -> tuple[int, str]:
+  """main.py's flag parsing and main() in this process, as `python main.py ARGS` runs them:
+  (exit status, stderr). The suite's simulated devices stand in for the ones main.py would
+  simulate: JAX runs already, and platforms.start has nothing left to set."""
+  import main
+  from hybrid_parallel import platforms
+  flags.FLAGS.unparse_flags()
+  for name in [n for n in flags.FLAGS if n.startswith("config.")]:
+    delattr(flags.FLAGS, name)  # the overrides of the last parse's config (redefined anew).
+  argv = ["main.py", *args]
+  stderr = io.StringIO()
+  # ml_collections reads the --config.FIELD overrides from sys.argv itself.
+  with mock.patch.object(sys, "argv", argv), contextlib.redirect_stderr(stderr), \
+      mock.patch.object(platforms, "start"):
+    try:
+      main.main(main._parse_flags(argv))
+    except SystemExit as e:
+      return e.code, stderr.getvalue()
+  return 0, stderr.getvalue()
 
 
 def tiny_config(**overrides):

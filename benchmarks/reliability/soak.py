@@ -28,7 +28,6 @@ import time
 import jax
 import numpy as np
 from absl import app, flags
-from tensorboard.backend.event_processing import event_accumulator
 
 import benchmarks
 from hybrid_parallel import checkpointing, platforms
@@ -116,6 +115,7 @@ def interrupted_run(workdir: str, *, steps: int, kills: int, rng: random.Random)
 
 def main(argv):
   del argv
+  benchmarks.require_extra("test", ["tensorboard"])  # reads the runs' TensorBoard events back.
   platforms.start()  # before anything queries the devices.
 
   rng = random.Random(_SEED.value)
@@ -137,6 +137,7 @@ def main(argv):
     bitwise = all(np.array_equal(a, b) for a, b in zip(jax.tree.leaves(got),
                                                        jax.tree.leaves(want), strict=True))
     logged = _steps_logged(killed)
+    from tensorboard.backend.event_processing import event_accumulator  # the test extra.
     events = event_accumulator.EventAccumulator(killed)
     events.Reload()
     tensorboard_steps = [e.step for e in events.Scalars("train_loss")]

@@ -62,13 +62,12 @@ import jax
 import numpy as np
 from absl import app, flags
 from jax.sharding import NamedSharding, PartitionSpec as P
-from PIL import Image
 
 import benchmarks
 import experiment
 from benchmarks.common import main_runs, step_timing
 from configs import default, imagenet_single
-from hybrid_parallel import models, platforms
+from hybrid_parallel import extras, models, platforms
 from hybrid_parallel.analysis import costmodel
 from input_pipeline import decoded, device_augment, prepare, prepared
 
@@ -125,6 +124,7 @@ def photographs(folder: str | None = None):
     paths = [os.path.join(os.path.dirname(sklearn.__file__), "datasets", "images", name)
              for name in ("china.jpg", "flower.jpg")]
     paths.append(os.path.join(matplotlib.get_data_path(), "sample_data", "grace_hopper.jpg"))
+  from PIL import Image  # the imagenet extra (main() asks for it first).
   return [np.asarray(Image.open(p).convert("RGB")) for p in paths]
 
 
@@ -132,6 +132,7 @@ def make_jpegs(root: str, count: int, *, classes: int = 10,
                photos_dir: str | None = None) -> list[bytes]:
   """`count` train and count // 10 val JPEGs (q90) in root/{train,val}/CLASS, each a random
   window of a photograph resized to one of PHOTO_SIZES; returns the train JPEGs' bytes."""
+  from PIL import Image  # the imagenet extra.
   rng = np.random.default_rng(0)
   photos = photographs(photos_dir)
   train = []
@@ -596,6 +597,10 @@ def cpu_model() -> str:
 
 def main(argv):
   del argv
+  # Pillow makes the benchmark's JPEGs, for every section, and tfds reads them with TensorFlow
+  # (the JPEG path's own readers, where missing, only skip its rows: below).
+  benchmarks.require_extra("imagenet", ["PIL", *(("tensorflow", "tensorflow_datasets")
+                                                 if "tfds" in _SECTIONS.value else ())])
   platforms.start()  # before anything queries the devices.
   dry = _DRY_RUN.value
   images = 48 if dry else _IMAGES.value
@@ -622,8 +627,8 @@ def main(argv):
                                           examples=GLOBAL_BATCH if dry else 2048))
     # The JPEG path's writer and readers (the imagenet extra): without them its rows are
     # skipped, saying so, and the rest is measured.
-    missing = prepared.imagenet_extra_missing(
-        "the JPEG path's rows", ("array_record", "grain", "simplejpeg"))
+    missing = extras.missing("the JPEG path's rows", "imagenet",
+                             ("array_record", "grain", "simplejpeg"))
     jpeg_path = missing is None
     if not jpeg_path:
       print(f"skipped: {missing}", flush=True)

@@ -123,6 +123,7 @@ def _replace_topology(rows: list[dict], topology: str, new_rows: list[dict]) -> 
 
 def main(argv):
   del argv
+  benchmarks.require_extra("tpu")  # libtpu compiles for TPU topologies, here without a TPU.
   platforms.start()  # before anything queries the devices.
   if _CHOICES.value or _LARGEST.value:
     path = _OUTPUT.path("tpu_choices.json")
