@@ -109,6 +109,31 @@ class RunTest(absltest.TestCase):
                               "(python -m input_pipeline.prepare) and train on prepared:DIR."])
     self.assertFalse(os.path.exists(f"{tmp}/run/metrics.jsonl"))
 
+  def test_devices_out_of_memory_is_one_sentence_naming_the_fixes(self):
+    # XLA's RESOURCE_EXHAUSTED from the run (a CPU does not run out of memory on command):
+    # raised in main.py's own process by a sitecustomize in place of the training loop.
+    tmp = tempfile.mkdtemp()
+    self.addCleanup(shutil.rmtree, tmp, ignore_errors=True)
+    site = os.path.join(tmp, "out_of_memory")
+    os.makedirs(site)
+    with open(os.path.join(site, "sitecustomize.py"), "w") as f:
+      f.write("import jax, train\n"
+              "def out_of_memory(*args, **kwargs):\n"
+              "  raise jax.errors.JaxRuntimeError('RESOURCE_EXHAUSTED: Out of memory while trying "
+              "to allocate 68.00GiB.\\nBuffer assignment: ...')\n"
+              "train.train_and_evaluate = out_of_memory\n")
+    result = run_main("--config=configs/single.py", f"--workdir={tmp}/run",
+                      env={"PYTHONPATH": testing.pythonpath_with(ROOT + os.pathsep + site)})
+    self.assertEqual(result.returncode, 1, result.stderr[-2000:])
+    self.assertNotIn("Traceback", result.stderr)
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
+    self.assertEqual(errors, [
+        "error: the devices ran out of memory (RESOURCE_EXHAUSTED: Out of memory while trying to "
+        "allocate 68.00GiB.): on a GPU JAX takes 75% of its memory unless "
+        "XLA_PYTHON_CLIENT_MEM_FRACTION says more (set it to 0.95 before the command), else lower "
+        "--config.global_batch_size or split each step's batch with --config.microbatches=K (the "
+        "same update, in K passes)."])
+
   @unittest.skipUnless(accelerators.only_the_cpu_can_run(), "needs a machine without an "
                        "accelerator: the dry run says where the mesh would run")
   def test_the_dry_run_says_where_the_mesh_runs(self):
