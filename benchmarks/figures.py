@@ -36,6 +36,21 @@ def _of_record(field: str):
   return figure
 
 
+def _machine_in_a_sentence(record) -> str:
+  """The record's machine as a sentence names it: "AMD EPYC, 2 cores, each mesh on simulated CPU
+  devices" → "a 2-core AMD EPYC" (what else the record says of it stays in the record line),
+  "shared with other work" kept; a machine with accelerators as recorded."""
+  import re
+  found = re.fullmatch(r"(?P<cpu>[^;]+?), (?P<cores>\d+) cores(?P<rest>.*)", record["machine"])
+  if not found:  # accelerators ("1 × NVIDIA H100 …; host …, 16 cores").
+    return record["machine"]
+  shared = " shared with other work" if "shared with other work" in found["rest"] else ""
+  return f"a {found['cores']}-core {found['cpu']}{shared}"
+
+
+_machine_in_a_sentence.of_record = True
+
+
 def _count(x: float) -> str:
   return f"{x:,.0f}"
 
@@ -124,7 +139,7 @@ FIGURES = {
     # The quick start: `python main.py --config=configs/hybrid4.py` from scratch.
     "table1.hybrid4.wall_clock": (_table1("hybrid4", "wall_clock_s"), "table1.json"),
     "table1.hybrid4.top1": (_table1("hybrid4", "eval_top1"), "table1.json"),
-    "table1.machine": (_of_record("machine"), "table1.json"),
+    "table1.cpu": (_machine_in_a_sentence, "table1.json"),
     "table1.date": (_of_record("date"), "table1.json"),
     # One GPU.
     "gpu.owt_bf16_512.images_per_sec": (
