@@ -12,7 +12,7 @@ function taking the file's results and returning the text — or, for a function
 `_of_record`, the file's record (where and when the figures beside it were measured).
 """
 
-from benchmarks import percent
+from benchmarks import machine_in_words, percent
 
 
 def _find(rows, **fields):
@@ -37,15 +37,8 @@ def _of_record(field: str):
 
 
 def _machine_in_a_sentence(record) -> str:
-  """The record's machine as a sentence names it: "AMD EPYC, 2 cores, each mesh on simulated CPU
-  devices" → "a 2-core AMD EPYC" (what else the record says of it stays in the record line),
-  "shared with other work" kept; a machine with accelerators as recorded."""
-  import re
-  found = re.fullmatch(r"(?P<cpu>[^;]+?), (?P<cores>\d+) cores(?P<rest>.*)", record["machine"])
-  if not found:  # accelerators ("1 × NVIDIA H100 …; host …, 16 cores").
-    return record["machine"]
-  shared = " shared with other work" if "shared with other work" in found["rest"] else ""
-  return f"a {found['cores']}-core {found['cpu']}{shared}"
+  """The record's machine as a sentence names it (benchmarks.machine_in_words)."""
+  return machine_in_words(record["machine"])
 
 
 _machine_in_a_sentence.of_record = True

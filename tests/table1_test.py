@@ -128,7 +128,7 @@ class StudyTest(absltest.TestCase):
                      "1×8 | alexnet_owt, ImageNet at 224², batch 1024, 90 epochs | not run here | "
                      "— | 57.14% published (Krizhevsky 2014, Table 1, (1024, 128) on 8 K20s: "
                      "42.86% error) | — |")
-    self.assertIn(f"| {record['machine']} | ", rendered[2])
+    self.assertIn(f"| {benchmarks.machine_in_words(record['machine'])} | ", rendered[2])
 
   def test_a_config_whose_data_is_not_here_must_declare_its_published_result(self):
     # Every config of configs/ that this study cannot train declares one (else the study stops
@@ -142,7 +142,9 @@ class StudyTest(absltest.TestCase):
 class FiguresTest(absltest.TestCase):
 
   def test_the_machine_reads_in_a_sentence(self):
-    sentence = lambda machine: figures._machine_in_a_sentence({"machine": machine})  # noqa: E731
+    self.assertEqual(figures._machine_in_a_sentence({"machine": "AMD EPYC, 2 cores"}),
+                     "a 2-core AMD EPYC")
+    sentence = benchmarks.machine_in_words
     self.assertEqual(sentence("AMD EPYC, 2 cores, each mesh on simulated CPU devices"),
                      "a 2-core AMD EPYC")
     self.assertEqual(sentence("AMD EPYC, 2 cores, each mesh on simulated CPU devices, shared "

@@ -4,7 +4,8 @@ owt_variants, large_batch, asynchronous."""
 
 import statistics
 
-from benchmarks import over_seeds, per_row, percent, seed_statistics, table
+from benchmarks import (machine_in_words, over_seeds, per_row, percent, seed_statistics,
+                        table)
 from benchmarks.papers import asynchronous_findings as rules
 
 
@@ -31,8 +32,9 @@ def duration(seconds: float) -> str:
 
 def expected_results(loaded) -> str:
   """docs/configs.md's table: every config of table1.json — what it trains, where and how long
-  it ran, its test top-1 and the date of the run; a config not run here, the published result
-  of its recipe and its source. Made from the file's record and results (`with_record`)."""
+  it ran (the record line below the table says the rest of the machine), its test top-1 and the
+  date of the run; a config not run here, the published result of its recipe and its source.
+  Made from the file's record and results (`with_record`)."""
   record, results = loaded
 
   def cells(r):
@@ -41,7 +43,7 @@ def expected_results(loaded) -> str:
       published = r["published"]
       return [config, r["scheme"], r["mesh"], r["trains"], "not run here", "—",
               f"{percent(published['top1'])} published ({published['source']})", "—"]
-    return [config, r["scheme"], r["mesh"], r["trains"], record["machine"],
+    return [config, r["scheme"], r["mesh"], r["trains"], machine_in_words(record["machine"]),
             duration(r["wall_clock_s"]), percent(r["eval_top1"]), record["date"]]
 
   return table(["config", "scheme", "mesh", "what it trains", "machine", "wall time",
