@@ -1,7 +1,8 @@
 """Experiment configs: default.py and one file per experiment (its docstring: what it trains, the
 command, the result to expect and what it costs). `python main.py --config=configs/NAME.py`; from
 code, `configs.get(NAME)`. A config trained on data that cannot be fetched here (ImageNet)
-declares the result published for its recipe as `PUBLISHED_RESULT`."""
+declares the result published for its recipe as `PUBLISHED_RESULT`; one that a CPU cannot train
+end to end in a sitting says why as `NOT_RUN_HERE` (benchmarks/papers/table1.py's rows)."""
 
 import importlib
 import os
@@ -27,3 +28,9 @@ def published_result(name: str) -> dict | None:
   """configs/NAME.py's `PUBLISHED_RESULT` (what its recipe reached where it was published:
   `dataset`, `top1`, `source`), or None for a config this project trains and measures itself."""
   return getattr(importlib.import_module(f"configs.{name}"), "PUBLISHED_RESULT", None)
+
+
+def not_run_here(name: str) -> str | None:
+  """configs/NAME.py's `NOT_RUN_HERE`: why a CPU does not train it end to end (a step of minutes,
+  say), or None."""
+  return getattr(importlib.import_module(f"configs.{name}"), "NOT_RUN_HERE", None)

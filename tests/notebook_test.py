@@ -232,11 +232,10 @@ class InstallerTest(absltest.TestCase):
                                        "<=0.12.0.1,>=0.11.2, not 0.10.2)",))
     self.assertNotIn("jaxlib 0.10.2", decided.kept)
     # A jaxlib the installed jax accepts stays.
-    self.assertEqual(plan("cpu", {**workstation, "jaxlib": "0.11.2"}, jax_requires=JAX_0_12).install,
-                     ())
+    accepted = {**workstation, "jaxlib": "0.11.2"}
+    self.assertEqual(plan("cpu", accepted, jax_requires=JAX_0_12).install, ())
     # Where jax declares nothing (no metadata), only its own version is taken as agreeing.
-    self.assertEqual(plan("cpu", {**workstation, "jaxlib": "0.11.2"}).install,
-                     ("jaxlib==0.12.0.1",))
+    self.assertEqual(plan("cpu", accepted).install, ("jaxlib==0.12.0.1",))
 
   def test_where_jax_or_jaxlib_moves_the_other_moves_to_its_pin(self):
     # jax 0.11.2 (in range) beside jaxlib 0.7.2 (outside): both to the versions tested together.

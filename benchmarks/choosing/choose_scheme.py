@@ -6,17 +6,17 @@ time model (analysis/costmodel.py), best first.
 
 The machine: nodes of --gpus_per_node GPUs — H100, H200, A100 (80 or 40 GB), L4 or V100, each on
 its node's link (NVLink; PCIe for the L4) — joined by --inter_node_gb_per_s per GPU
-(analysis/hardware.py, every constant with its source). The candidates on its N GPUs: data N×1, model 1×M, hybrid and
-owt (a), (b), (c) on D×M for each power of two M ≤ --gpus_per_node (the model axis within a
-node). Each is compiled for the machine's compile-only GPUs where JAX's CUDA plugin is installed
-(requirements-test.txt; the V100 needs the CUDA 12 plugin's), its collectives and HBM read from
-the program; elsewhere, or with --analytic, its bytes are the analytic minimum (which the compiled
-programs were shown to send) and its HBM is not known. Compute: the one-GPU curve measured on an
-H200 (docs/gpu.json), on another GPU at the same share of that GPU's peak, an assumption: the
-ranking is what to read there, not the times (gpu_topologies.calibrated_node). Prints the table — scheme, mesh, predicted step, images/s, HBM
-per GPU and whether it fits, MB each GPU sends, MB crossing the nodes — and one sentence on why
-the best wins; `--json` prints the rows as JSON instead. A bad machine description is one
-sentence and exit 1.
+(analysis/hardware.py, every constant with its source). The candidates on its N GPUs: data N×1,
+model 1×M, hybrid and owt (a), (b), (c) on D×M for each power of two M ≤ --gpus_per_node (the
+model axis within a node). Each is compiled for the machine's compile-only GPUs where JAX's CUDA
+plugin is installed (requirements-test.txt; the V100 needs the CUDA 12 plugin's), its collectives
+and HBM read from the program; elsewhere, or with --analytic, its bytes are the analytic minimum
+(which the compiled programs were shown to send) and its HBM is not known. Compute: the one-GPU
+curve measured on an H200 (docs/gpu.json), on another GPU at the same share of that GPU's peak,
+an assumption: the ranking is what to read there, not the times (gpu_topologies.calibrated_node).
+Prints the table — scheme, mesh, predicted step, images/s, HBM per GPU and whether it fits, MB
+each GPU sends, MB crossing the nodes — and one sentence on why the best wins; `--json` prints the
+rows as JSON instead. A bad machine description is one sentence and exit 1.
 """
 
 import dataclasses

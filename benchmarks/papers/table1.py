@@ -6,7 +6,8 @@ For every config whose data is held in memory (digits, synthetic: nothing to fet
 wall-clock seconds of the whole `python main.py --config=configs/NAME.py` run from scratch, its
 final test top-1 / top-5, its median training images/s and its mesh. A config whose data cannot be
 fetched here (ImageNet: its archives need an account) is not trained: its row says so and gives
-the result published for its recipe (the config's `PUBLISHED_RESULT`). Streams each run's
+the result published for its recipe (the config's `PUBLISHED_RESULT`); nor is one whose config
+says why a CPU cannot train it end to end (`NOT_RUN_HERE`). Streams each run's
 progress lines (compile, step, loss, ETA), prints one JSON object per config as it finishes, then
 a Markdown table; writes table1.json under runs/table1/ (or --out, keeping the rows of configs not
 run this time; with --publish into docs/, which docs/configs.md's and docs/schemes.md's tables are
@@ -58,7 +59,8 @@ def described(name: str) -> dict:
   and, in a few words, the network, data, batch and length ("alexnet, digits at 64², batch 256,
   30 epochs"; the data of a config not trained here as its PUBLISHED_RESULT names it)."""
   config = configs.get(name)
-  data = (config.dataset if is_trained_here(name) else configs.published_result(name)["dataset"])
+  published = configs.published_result(name)
+  data = published["dataset"] if published else config.dataset
   length = (f"{config.num_train_steps} steps" if config.num_train_steps > 0
             else f"{config.num_epochs:g} epochs")
   variant = f" ({config.owt_variant})" if config.parallelism == "owt" else ""
@@ -68,16 +70,19 @@ def described(name: str) -> dict:
 
 
 def is_trained_here(name: str) -> bool:
-  """Whether the study trains configs/NAME.py: its data is held in memory, nothing fetched."""
-  return arrays.is_array_dataset(configs.get(name).dataset)
+  """Whether the study trains configs/NAME.py: its data is held in memory, nothing fetched, and
+  it does not say that a CPU cannot train it (`NOT_RUN_HERE`)."""
+  return arrays.is_array_dataset(configs.get(name).dataset) and not configs.not_run_here(name)
 
 
 def not_run_row(name: str) -> dict:
-  """The row of a config this study does not train: what it trains, and the published result
-  its docstring's recipe expects (its `PUBLISHED_RESULT`)."""
+  """The row of a config this study does not train: what it trains, why not, and the published
+  result its recipe expects (its `PUBLISHED_RESULT`, where it has one)."""
   config = configs.get(name)
   return {"config": name, "model": config.model, "global_batch": config.global_batch_size,
-          **described(name), "not_run": f"its data ({config.dataset}) is prepared by hand",
+          **described(name),
+          "not_run": (configs.not_run_here(name) or
+                      f"its data ({config.dataset}) is prepared by hand"),
           "published": configs.published_result(name)}
 
 
@@ -91,11 +96,13 @@ def check(names: list[str]) -> None:
     raise SystemExit("error: --publish writes the table of every config, measured in one run "
                      "on one machine: leave out --configs and --num_train_steps (or write this "
                      "subset with --out=DIR).")
-  undeclared = [n for n in names if not is_trained_here(n) and not configs.published_result(n)]
+  undeclared = [n for n in names if not arrays.is_array_dataset(configs.get(n).dataset)
+                and not configs.published_result(n) and not configs.not_run_here(n)]
   if undeclared:
     raise SystemExit(f"error: configs/{undeclared[0]}.py trains on "
                      f"{configs.get(undeclared[0]).dataset}, which this study cannot fetch, and "
-                     f"declares no PUBLISHED_RESULT (dataset, top1, source) for its row.")
+                     f"declares neither PUBLISHED_RESULT (dataset, top1, source) nor NOT_RUN_HERE "
+                     f"for its row.")
 
 
 def machine() -> str:

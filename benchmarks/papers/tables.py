@@ -41,8 +41,9 @@ def expected_results(loaded) -> str:
     config = f"[`{r['config']}`](../configs/{r['config']}.py)"
     if "not_run" in r:
       published = r["published"]
-      return [config, r["scheme"], r["mesh"], r["trains"], "not run here", "—",
-              f"{percent(published['top1'])} published ({published['source']})", "—"]
+      expected = (f"{percent(published['top1'])} published ({published['source']})" if published
+                  else f"— ({r['not_run']})")
+      return [config, r["scheme"], r["mesh"], r["trains"], "not run here", "—", expected, "—"]
     return [config, r["scheme"], r["mesh"], r["trains"], machine_in_words(record["machine"]),
             duration(r["wall_clock_s"]), percent(r["eval_top1"]), record["date"]]
 
