@@ -260,6 +260,10 @@ def main(argv):
   except (UserError, FloatingPointError) as e:
     _fail(str(e))
   except jax.errors.JaxRuntimeError as e:
+    if "RESOURCE_EXHAUSTED" in str(e):  # the machine's limit, not a bug: what to change.
+      from hybrid_parallel import errors
+      print(f"error: {errors.out_of_memory(str(e))}", file=sys.stderr, flush=True)
+      os._exit(1)  # with many processes, the others are in a collective with this one.
     if jax.process_count() == 1:
       raise
     # A peer died mid-collective. Exit now: JAX's exit handler would wait for the dead peer at

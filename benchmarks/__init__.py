@@ -63,6 +63,17 @@ def this_machine() -> str:
   return f"{len(devices)} × {devices[0].device_kind}; host {host}"
 
 
+def machine_in_words(machine: str) -> str:
+  """A record's machine as a sentence or a table cell names it: "AMD EPYC, 2 cores, each mesh on
+  simulated CPU devices" → "a 2-core AMD EPYC" (the rest stays in the record line), "shared with
+  other work" kept; a machine with accelerators ("1 × NVIDIA H100 …; host …") as recorded."""
+  found = re.fullmatch(r"(?P<cpu>[^;]+?), (?P<cores>\d+) cores(?P<rest>.*)", machine)
+  if not found:
+    return machine
+  shared = " shared with other work" if "shared with other work" in found["rest"] else ""
+  return f"a {found['cores']}-core {found['cpu']}{shared}"
+
+
 def installed_software(extra=()) -> dict:
   """Python's version and each of SOFTWARE's and `extra`'s installed versions ("not installed"
   where one is missing)."""

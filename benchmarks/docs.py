@@ -11,7 +11,8 @@ A page includes a table as a block
 
 whose body is `render(NAME)`: the function declared for NAME in the `TABLES` of its group's
 tables module (name → (function, the JSON file(s) in docs/ it reads; several are passed as a
-list)), applied to that JSON. Each study refreshes the blocks after writing its JSON
+list)), applied to that JSON's results (or, for a function marked `with_record`, to its (record,
+results)). Each study refreshes the blocks after writing its JSON
 (benchmarks.publish), and tests/docs_test.py fails when a block and its JSON disagree.
 
 A page says where a table's figures come from with a block
@@ -84,11 +85,13 @@ def measured(name: str, docs: str = DOCS) -> bool:
 
 
 def render(name: str, docs: str = DOCS) -> str:
-  """The Markdown of table `name` from its JSON in `docs`."""
+  """The Markdown of table `name` from its JSON in `docs` (its results; (record, results) for a
+  function marked `with_record`, whose table names where and when its rows were measured)."""
   function, files = SOURCES[name]
+  load = load_results if getattr(function, "with_record", False) else _load
   if isinstance(files, tuple):
-    return function([_load(os.path.join(docs, f)) for f in files])
-  return function(_load(os.path.join(docs, files)))
+    return function([load(os.path.join(docs, f)) for f in files])
+  return function(load(os.path.join(docs, files)))
 
 
 def render_figure(name: str, docs: str = DOCS) -> str:

@@ -12,7 +12,7 @@ function taking the file's results and returning the text — or, for a function
 `_of_record`, the file's record (where and when the figures beside it were measured).
 """
 
-from benchmarks import percent
+from benchmarks import machine_in_words, percent
 
 
 def _find(rows, **fields):
@@ -34,6 +34,14 @@ def _of_record(field: str):
     return record[field]
   figure.of_record = True
   return figure
+
+
+def _machine_in_a_sentence(record) -> str:
+  """The record's machine as a sentence names it (benchmarks.machine_in_words)."""
+  return machine_in_words(record["machine"])
+
+
+_machine_in_a_sentence.of_record = True
 
 
 def _count(x: float) -> str:
@@ -154,7 +162,7 @@ FIGURES = {
     # The quick start: `python main.py --config=configs/hybrid4.py` from scratch.
     "table1.hybrid4.wall_clock": (_table1("hybrid4", "wall_clock_s"), "table1.json"),
     "table1.hybrid4.top1": (_table1("hybrid4", "eval_top1"), "table1.json"),
-    "table1.machine": (_of_record("machine"), "table1.json"),
+    "table1.cpu": (_machine_in_a_sentence, "table1.json"),
     "table1.date": (_of_record("date"), "table1.json"),
     # The decoded set's YUV 4:2:0 layout against the JPEG path's pixels.
     **{f"input_pipeline.yuv420_vs_jpeg_path.{key}": (_yuv420_vs_jpeg_path(key),

@@ -6,7 +6,8 @@ syncs mix all four replicas.
 
   python main.py --config=configs/averaging4.py
 
-Expected: single's test top-1 on digits within about a point (docs/schemes.md's table).
+Expected: about 96% test top-1 on digits, single's within about a point. Cost: about 3 minutes
+on a 2-core CPU, 4 simulated devices; docs/configs.md has the measured run.
 """
 
 from configs import default

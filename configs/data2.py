@@ -4,7 +4,8 @@ Every device holds the whole network; gradients are summed over the data axis ea
 
   python main.py --config=configs/data2.py
 
-Expected: single's test top-1 on digits within about a point (docs/schemes.md's table).
+Expected: about 96% test top-1 on digits, single's within about a point (the same SGD). Cost:
+about 3 minutes on a 2-core CPU, 2 simulated devices; docs/configs.md has the measured run.
 """
 
 from configs import default

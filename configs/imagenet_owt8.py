@@ -4,26 +4,29 @@ The conv layers data parallel over 8 devices at batch 8 × 128 = 1024; the FC la
 parallel over the same 8 (a 1×8 mesh) in 8 passes of 128 images, updated after every pass (his
 variable batch size, scheme (b)). His rule for the rates: the conv layers at 8 × 0.01, the FC
 layers at 0.01, no warmup; weight decay 5e-4, momentum 0.9. The schedule is torchvision's (90
-epochs, ÷ 10 after 30 and 60), as his paper's is not at hand here. Data as
-configs/imagenet_single.py: prepare once, then (decoded: this 1×8 mesh has no data axis to split
-the set over, so each device holds a whole copy where one fits — 117.3 GiB in YUV 4:2:0, one
-H200 with XLA_PYTHON_CLIENT_MEM_FRACTION=0.95 — and otherwise the batches come from host memory)
+epochs, ÷ 10 after 30 and 60). Data as configs/imagenet_single.py: prepare once, then (decoded:
+this 1×8 mesh has no data axis to split the set over, so each device holds a whole copy where one
+fits — 117.3 GiB in YUV 4:2:0, one H200 with XLA_PYTHON_CLIENT_MEM_FRACTION=0.95 — and otherwise
+the batches come from host memory)
 
   python main.py --config=configs/imagenet_owt8.py --config.dataset=decoded:DIR
 
-Expected: 42.86% top-1 error (57.14% top-1) — Krizhevsky 2014, Table 1, (1024, 128) on 8 K20s;
-42.33% for one GPU at (128, 128) (secondary source: REFERENCES of this project). Not yet
-measured here; on digits this rule stayed at chance (configs/owt8.py), so treat it as his
-ImageNet recipe, untested.
+Expected: 42.86% top-1 error (57.14% top-1) — Krizhevsky 2014, Table 1, (1024, 128) on 8 K20s
+(PUBLISHED_RESULT); 42.33% for one GPU at (128, 128). Not run here; on digits this rule stays at
+chance (configs/owt8.py), so treat it as his ImageNet recipe, untested.
 
-Expected time on 8 GPUs: not measured. The steps alone need at least 90 epochs ÷ (8 × one H200's
-bare step, 69,037 images/s at batch 256 each) ≈ 3.5 min, which would take ~550k images/s of
-input: a 16-core host decodes ~57,000 images/s from JPEG q90 and ~166,000 from raw uint8 at
-the per-core rates measured here (docs/input_pipeline.md), so from JPEG the input sets the time
-(about 34 min on such a host); the decoded set gathered on the devices is not yet measured on 8.
+Cost: at least 3.5 minutes of steps on 8 H200s (90 epochs at 8 × one H200's bare step, 69,037
+images/s at batch 256 each), which would take ~550k images/s of input: from JPEG q90 a 16-core
+host decodes ~57,000 images/s (docs/input_pipeline.md), so there the input sets the time, about
+34 minutes; the decoded set gathered on the devices is not yet measured on 8 GPUs.
 """
 
 from configs import default
+
+# What this recipe reached where it was published (not trained here: ImageNet needs an account to
+# download); docs/configs.md's table shows it beside "not run here".
+PUBLISHED_RESULT = {"dataset": "ImageNet", "top1": 0.5714,
+                    "source": "Krizhevsky 2014, Table 1, (1024, 128) on 8 K20s: 42.86% error"}
 
 
 def get_config():

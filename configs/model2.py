@@ -5,7 +5,8 @@ and half the neurons of every FC layer; activations cross at conv3 and the FC la
 
   python main.py --config=configs/model2.py
 
-Expected: single's test top-1 on digits within about a point (docs/schemes.md's table).
+Expected: about 96% test top-1 on digits, single's within about a point (the same SGD). Cost:
+about 2.5 minutes on a 2-core CPU, 2 simulated devices; docs/configs.md has the measured run.
 """
 
 from configs import default

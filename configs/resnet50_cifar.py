@@ -20,6 +20,8 @@ Cost: 2048 images × 0.51 GFLOP (forward and backward) ≈ 1.05 TFLOP a step —
 
 from configs import default
 
+NOT_RUN_HERE = ("a step of 2048 images of ~1 TFLOP takes minutes on a 2-core CPU; 300 epochs would "
+                "take weeks")
 
 def get_config():
   config = default.for_scheme("data", 8, 1, global_batch_size=8 * 256)

@@ -8,10 +8,15 @@ missing or outside its range is installed at the version CI tests on this Python
 requirements.txt), and nothing else is touched. The ImageNet packages (TensorFlow, tfds, Grain:
 requirements-imagenet.txt) are not the notebook's: it installs none of them.
 
+What it keeps imports together: jax beside a jaxlib the installed jax accepts, a CUDA plugin (and
+its PJRT runtime) at jaxlib's version and of a CUDA the driver runs, libtpu at the version jax asks
+for, never two CUDA builds at once; a set that would not import is brought to the pins.
+
 It also reads the requirements files for the rest of the project (the accelerator report, the
 packaging test): with `packaging`, the reader pip itself uses. Standard library and `packaging`
 only (every Colab runtime has it, and so does an environment requirements.txt built, through its
-packages' dependencies): it runs before anything is installed. The notebook imports it as
+packages' dependencies): it runs before anything is installed, and loads on a Python older than
+the project's, to say so in one sentence (`python_sentence`). The notebook imports it as
 `notebooks.runtime` from the repository root, its working folder.
 """
 
@@ -19,7 +24,6 @@ import dataclasses
 import importlib.metadata
 import os
 import sys
-import tomllib
 from collections.abc import Callable, Mapping
 
 from packaging.markers import default_environment
@@ -78,8 +82,26 @@ def pinned_version(requirement: Requirement) -> str:
 
 def pyproject(root: str) -> dict:
   """pyproject.toml's [project] table."""
+  import tomllib  # Python 3.11's: imported here, so that this module loads on 3.10 to say so.
   with open(os.path.join(root, "pyproject.toml"), "rb") as f:
     return tomllib.load(f)["project"]
+
+
+# The oldest Python the project runs on: pyproject.toml's requires-python (a test holds the two
+# equal; this module cannot read the file on an older Python, which has no tomllib).
+OLDEST_PYTHON = (3, 11)
+
+
+def python_sentence(version_info=sys.version_info) -> str | None:
+  """One sentence when `version_info` is older than the project's oldest Python, with the way
+  out; None where it is supported."""
+  if tuple(version_info[:2]) >= OLDEST_PYTHON:
+    return None
+  running = ".".join(map(str, version_info[:3]))
+  oldest = ".".join(map(str, OLDEST_PYTHON))
+  return (f"This project runs on Python {oldest} or newer, and this runtime runs Python "
+          f"{running}: choose a newer runtime (on Colab: Runtime → Change runtime type, the latest "
+          f"runtime version), then run this cell again.")
 
 
 def supported_ranges(root: str, *, extra: str | None = None,
@@ -94,9 +116,10 @@ def supported_ranges(root: str, *, extra: str | None = None,
 # --- The machine ----------------------------------------------------------------------------
 
 # JAX's accelerator builds: the extra of `jax` that installs each, and the distribution whose
-# presence says it is installed.
+# presence says it is installed; a CUDA plugin runs on the PJRT runtime of its own version.
 BUILD_DISTRIBUTIONS = {"cuda12": "jax-cuda12-plugin", "cuda13": "jax-cuda13-plugin",
                        "tpu": "libtpu"}
+PJRT_DISTRIBUTIONS = {"cuda12": "jax-cuda12-pjrt", "cuda13": "jax-cuda13-pjrt"}
 # JAX's installation guide: CUDA 13 needs an NVIDIA driver >= 580 on Linux, CUDA 12 one >= 525.
 CUDA13_DRIVER = 580
 
@@ -126,29 +149,64 @@ def installed_requires(name: str) -> list[str]:
     return []
 
 
-def jax_build(runtime_accelerator: str, *, version: Callable[[str], str | None],
-              driver: str | None) -> tuple[str | None, str]:
-  """The JAX build the accelerator needs ("cuda12", "cuda13", "tpu"; None on a CPU), and why.
+@dataclasses.dataclass(frozen=True)
+class Build:
+  """JAX's build for the accelerator.
 
-  On a GPU an installed CUDA plugin is kept (the one at jaxlib's version where both are); where
-  none is, the driver picks: CUDA 13 from driver 580 on, CUDA 12 below it or where the driver's
-  version cannot be read.
+  Attributes:
+    name: "cuda12", "cuda13", "tpu"; None on a CPU.
+    note: why that build, in a few words.
+    remove: installed distributions of another CUDA build, which cannot run beside this one (two
+      plugins register one platform) or on this driver.
+  """
+  name: str | None
+  note: str
+  remove: tuple[str, ...] = ()
+
+
+def _cuda_builds_the_driver_runs(driver: str | None) -> tuple[str, ...]:
+  """The CUDA builds a driver runs, newest first (both where its version cannot be read)."""
+  if driver is not None and int(driver.split(".")[0]) < CUDA13_DRIVER:
+    return ("cuda12",)
+  return ("cuda13", "cuda12")
+
+
+def jax_build(runtime_accelerator: str, *, version: Callable[[str], str | None],
+              driver: str | None) -> Build:
+  """The JAX build the accelerator needs, and why.
+
+  On a GPU an installed CUDA build is kept where the driver runs it (the one at jaxlib's version,
+  where two are); a CUDA 13 build on a driver below 580 is replaced by CUDA 12. Where none is
+  kept, the driver picks: CUDA 13 from driver 580 on, CUDA 12 below it or where the driver's
+  version cannot be read. Every other CUDA build installed is removed.
   """
   if runtime_accelerator == "tpu":
-    return "tpu", "libtpu"
+    return Build("tpu", "libtpu")
   if runtime_accelerator != "gpu":
-    return None, "no accelerator"
-  installed = [build for build in ("cuda13", "cuda12") if version(BUILD_DISTRIBUTIONS[build])]
-  if installed:
+    return Build(None, "no accelerator")
+  runs = _cuda_builds_the_driver_runs(driver)
+  installed = [b for b in ("cuda13", "cuda12") if version(BUILD_DISTRIBUTIONS[b])]
+  usable = [b for b in installed if b in runs]
+  if usable:
     jaxlib = version("jaxlib")
-    at_jaxlib = [b for b in installed if _same(version(BUILD_DISTRIBUTIONS[b]), jaxlib)]
-    build = (at_jaxlib or installed)[0]
-    return build, f"the installed {BUILD_DISTRIBUTIONS[build]} is kept"
-  if driver is None:
-    return "cuda12", "no CUDA plugin installed and no driver version found: CUDA 12"
-  if int(driver.split(".")[0]) >= CUDA13_DRIVER:
-    return "cuda13", f"no CUDA plugin installed; driver {driver} runs CUDA 13"
-  return "cuda12", f"no CUDA plugin installed; driver {driver} runs CUDA 12, not 13 (needs 580)"
+    at_jaxlib = [b for b in usable if _same(version(BUILD_DISTRIBUTIONS[b]), jaxlib)]
+    build = (at_jaxlib or usable)[0]
+    note = f"as {BUILD_DISTRIBUTIONS[build]} is installed"
+  elif installed:  # only builds the driver cannot run: a CUDA 13 plugin on a driver below 580.
+    build = "cuda12"
+    note = (f"as driver {driver} runs CUDA 12, not the installed "
+            f"{BUILD_DISTRIBUTIONS[installed[0]]}'s 13 (needs {CUDA13_DRIVER})")
+  elif driver is None:
+    build, note = "cuda12", "as no CUDA build is installed and the driver's version is not known"
+  elif "cuda13" in runs:
+    build, note = "cuda13", f"as no CUDA build is installed and driver {driver} runs CUDA 13"
+  else:
+    build, note = "cuda12", (f"as no CUDA build is installed and driver {driver} runs CUDA 12, "
+                             f"not 13 (needs {CUDA13_DRIVER})")
+  remove = tuple(f"{name} {version(name)}" for other in installed if other != build
+                 for name in (BUILD_DISTRIBUTIONS[other], PJRT_DISTRIBUTIONS[other])
+                 if version(name))
+  return Build(build, note, remove)
 
 
 # --- The plan -------------------------------------------------------------------------------
@@ -156,23 +214,27 @@ def jax_build(runtime_accelerator: str, *, version: Callable[[str], str | None],
 
 @dataclasses.dataclass(frozen=True)
 class Install:
-  """What bringing the environment into the supported ranges takes.
+  """What bringing the environment into the supported ranges, as a set that imports, takes.
 
   Attributes:
     install: pip's arguments, one `name[extras]==version` each: the packages missing or outside
       their range, at this Python's pins; `jax[BUILD]` where JAX's accelerator build must come too.
     changes: for each package installed, `name: installed → version (why)`.
-    kept: `name version` of each package already in its range.
-    build: the accelerator's JAX build (`jax_build`), or None.
-    build_note: why that build.
+    kept: `name version` of each package already in its range, and agreeing with the others.
+    build: the accelerator's JAX build (`jax_build`).
+    remove: `name version` of each installed distribution to uninstall first (another CUDA
+      build: one the driver cannot run, or a second one).
     names: every distribution the plan judged, kept or to install.
+    replaces: the installed distributions whose version the plan changes: a session that imported
+      one of them before the install runs the old one until it restarts.
   """
   install: tuple[str, ...]
   changes: tuple[str, ...]
   kept: tuple[str, ...]
-  build: str | None
-  build_note: str
+  build: Build
+  remove: tuple[str, ...]
   names: tuple[str, ...]
+  replaces: tuple[str, ...]
 
 
 def plan_install(root: str, runtime_accelerator: str, *,
@@ -182,9 +244,11 @@ def plan_install(root: str, runtime_accelerator: str, *,
                  driver: str | None = None) -> Install:
   """What the environment needs, in the checkout at `root`, to run the project on
   `runtime_accelerator`: each package of the supported ranges (`supported_ranges`) that is missing
-  or outside its range, at its pin for this Python (requirements.txt); and JAX's build for the
-  accelerator (`jax_build`) where it is missing or at another version than the jaxlib that will
-  run (a CUDA plugin), or outside what that jax asks for (libtpu).
+  or outside its range, at its pin for this Python (requirements.txt); jax and jaxlib both at their
+  pins where either moves or the installed jax does not accept the installed jaxlib (its own
+  metadata); and JAX's build for the accelerator (`jax_build`) where it is missing, at another
+  version than the jaxlib that will run (a CUDA plugin and its PJRT runtime), or outside what that
+  jax asks for (libtpu).
 
   Args:
     version: a distribution's installed version, or None (the environment's, by default).
@@ -194,38 +258,78 @@ def plan_install(root: str, runtime_accelerator: str, *,
   """
   pinned = {canonicalize_name(r.name): pinned_version(r)
             for r in pins(os.path.join(root, "requirements.txt"), environment=environment)}
-  install, changes, kept, names = {}, [], [], []
+  install, changes, kept, names = {}, [], {}, []
+
+  def to_pin(name: str, why: str) -> None:
+    install[name] = f"{name}=={pinned[name]}"
+    kept.pop(name, None)
+    changes.append(f"{name}: {version(name) or 'none'} → {pinned[name]} ({why})")
+
   for requirement in supported_ranges(root, environment=environment):
     name = canonicalize_name(requirement.name)
     names.append(name)
     have = version(name)
     if have is not None and requirement.specifier.contains(have, prereleases=True):
-      kept.append(f"{name} {have}")
-      continue
-    why = "missing" if have is None else f"outside {requirement.specifier}"
-    install[name] = f"{name}=={pinned[name]}"
-    changes.append(f"{name}: {have or 'none'} → {pinned[name]} ({why})")
+      kept[name] = f"{name} {have}"
+    else:
+      to_pin(name, "missing" if have is None else f"outside {requirement.specifier}")
 
-  build, build_note = jax_build(runtime_accelerator, version=version, driver=driver)
-  if build:
-    jax_version = pinned["jax"] if "jax" in install else version("jax")
-    jaxlib_version = pinned["jaxlib"] if "jaxlib" in install else version("jaxlib")
-    distribution = BUILD_DISTRIBUTIONS[build]
+  # jax and jaxlib run only as a pair: where one moves, the other moves to the pin tested beside
+  # it; where neither does, the installed jax must accept the installed jaxlib.
+  def pair(why: str) -> None:
+    for name in ("jax", "jaxlib"):
+      if name not in install and not _same(version(name), pinned[name]):
+        to_pin(name, why)
+
+  if {"jax", "jaxlib"} & set(install):
+    pair("jax and jaxlib move together, to the versions tested together")
+  elif refused := _jaxlib_refused(version=version, requires=requires):
+    pair(refused)
+
+  build = jax_build(runtime_accelerator, version=version, driver=driver)
+  if build.name:
+    distribution = BUILD_DISTRIBUTIONS[build.name]
     names.append(distribution)
     have = version(distribution)
-    if build == "tpu":  # libtpu: the version the installed jax asks for (its own metadata).
+    jaxlib_version = pinned["jaxlib"] if "jaxlib" in install else version("jaxlib")
+    if build.name == "tpu":  # libtpu: the version the installed jax asks for (its own metadata).
       met = have is not None and "jax" not in install and _extra_met(
-          "jax", build, version=version, requires=requires)
-    else:  # a CUDA plugin runs only beside the jaxlib of its own version.
-      met = _same(have, jaxlib_version)
+          "jax", build.name, version=version, requires=requires)
+    else:  # a CUDA plugin runs only beside the jaxlib, and the PJRT runtime, of its own version.
+      met = (_same(have, jaxlib_version) and
+             _same(version(PJRT_DISTRIBUTIONS[build.name]), have))
     if met:
-      kept.append(f"{distribution} {have}")
+      kept[distribution] = f"{distribution} {have}"
     else:
-      install["jax"] = f"jax[{build}]=={jax_version}"
-      target = jaxlib_version if build != "tpu" else f"the one jax {jax_version} asks for"
-      changes.append(f"{distribution}: {have or 'none'} → {target} (jax[{build}]: {build_note})")
-  return Install(tuple(install.values()), tuple(changes), tuple(kept), build, build_note,
-                 tuple(names))
+      jax_version = pinned["jax"] if "jax" in install else version("jax")
+      if not _same(jax_version, jaxlib_version):  # jax[BUILD]==V brings jaxlib V: the pins.
+        pair(f"jax[{build.name}] brings jax and jaxlib of one version")
+        jax_version, jaxlib_version = pinned["jax"], pinned["jaxlib"]
+      install["jax"] = f"jax[{build.name}]=={jax_version}"
+      if build.name == "tpu":
+        target, why = f"the one jax {jax_version} asks for", "missing" if have is None else (
+            "another than jax asks for")
+      else:
+        target, why = jaxlib_version, "missing" if have is None else (
+            "at jaxlib's version, with its PJRT runtime")
+      changes.append(f"{distribution}: {have or 'none'} → {target} (jax[{build.name}]: {why})")
+  replaces = tuple(n for n in names if version(n) is not None and n not in kept)
+  return Install(tuple(install.values()), tuple(changes), tuple(kept.values()), build,
+                 build.remove, tuple(names), replaces)
+
+
+def _jaxlib_refused(*, version, requires) -> str | None:
+  """Why the installed jax does not run with the installed jaxlib (the jaxlib its own metadata
+  asks for; the same version where it declares none), or None where it does."""
+  jax, jaxlib = version("jax"), version("jaxlib")
+  declared = [r for r in map(Requirement, requires("jax"))
+              if canonicalize_name(r.name) == "jaxlib" and r.marker is None]
+  if declared:
+    accepted = declared[0].specifier
+    if jaxlib is not None and accepted.contains(jaxlib, prereleases=True):
+      return None
+    return f"jax {jax} runs with jaxlib {accepted}, not {jaxlib}"
+  return None if _same(jax, jaxlib) else f"jax {jax} runs with jaxlib {jax}, not {jaxlib}"
 
 
 def _same(a: str | None, b: str | None) -> bool:
@@ -246,14 +350,22 @@ def _extra_met(name: str, extra: str, *, version, requires) -> bool:
 
 
 def describe(plan: Install, runtime_accelerator: str) -> str:
-  """What the first cell says it found and would do, in three lines."""
+  """What the first cell says it found and will do: the build, what it keeps, removes and
+  installs, and when a restart follows."""
+  build = plan.build
   found = {"cpu": "No accelerator found: JAX runs on the CPU.",
-           "gpu": f"NVIDIA GPU found: JAX's {plan.build} build, {plan.build_note}.",
-           "tpu": f"TPU found: JAX's TPU build, {plan.build_note}."}[runtime_accelerator]
-  return "\n".join([
-      found,
-      f"Kept (in the supported ranges, pyproject.toml): {', '.join(plan.kept) or 'nothing'}.",
-      f"To install: {'; '.join(plan.changes)}." if plan.install else "Nothing to install."])
+           "gpu": f"NVIDIA GPU found: JAX's CUDA {(build.name or '')[4:]} build, {build.note}.",
+           "tpu": "TPU found: JAX's TPU build (libtpu)."}[runtime_accelerator]
+  lines = [found,
+           f"Kept (in the supported ranges, pyproject.toml): {', '.join(plan.kept) or 'nothing'}."]
+  if plan.remove:
+    lines.append(f"To remove: {', '.join(plan.remove)} (JAX loads one CUDA build).")
+  lines.append(f"To install: {'; '.join(plan.changes)}." if plan.install else
+               "Nothing to install.")
+  if plan.replaces:
+    lines.append(f"It replaces installed {', '.join(plan.replaces)}: if this session imported one "
+                 f"of them before this cell, the cell ends asking for a restart.")
+  return "\n".join(lines)
 
 
 # The pins of each JAX build, for the sentence that says how to install what is missing.
@@ -261,18 +373,25 @@ REQUIREMENTS_FILES = {None: "requirements.txt", "cuda12": "requirements-cuda12.t
                       "cuda13": "requirements-cuda13.txt", "tpu": "requirements-tpu.txt"}
 
 
-def missing_sentence(plan: Install, *, pip_failed: bool = False) -> str:
-  """One sentence: what this environment lacks, and how to get it (INSTALL off, or pip failed:
-  no package index reachable, most often)."""
-  names = ", ".join(plan.install)
-  file = REQUIREMENTS_FILES[plan.build]
-  if pip_failed:
-    return (f"pip could not install {names} (its message is above): install them where a "
-            f"package index is reachable (pip install -r {file} gives the versions the tests "
-            f"ran with), then run this cell again.")
-  return (f"This environment lacks {names} (missing, or outside the versions the project runs "
-          f"on: pyproject.toml): set INSTALL = True at the top of this cell, or pip install -r "
-          f"{file}, then run this cell again.")
+def missing_sentence(plan: Install, *, pip_failed: str | None = None) -> str:
+  """One sentence: what this environment lacks (or holds that cannot load), and how to put it
+  right — with INSTALL off, or where pip failed to "install" (no package index reachable, most
+  often) or to "remove" (`pip_failed`)."""
+  file = REQUIREMENTS_FILES[plan.build.name]
+  removal = f"pip uninstall {' '.join(item.split()[0] for item in plan.remove)}"
+  if pip_failed == "remove":
+    return (f"pip could not remove {', '.join(plan.remove)} (its message is above): {removal} "
+            f"where you can, then run this cell again.")
+  if pip_failed == "install":
+    return (f"pip could not install {', '.join(plan.install)} (its message is above): install "
+            f"them where a package index is reachable (pip install -r {file} gives the versions "
+            f"the tests ran with), then run this cell again.")
+  lacks = (f"lacks {', '.join(plan.install)} (missing, or outside the versions the project runs "
+           f"on: pyproject.toml)" if plan.install else "")
+  holds = f"holds {', '.join(plan.remove)} (JAX loads one CUDA build)" if plan.remove else ""
+  fix = f"{removal}, then pip install -r {file}" if plan.remove else f"pip install -r {file}"
+  return (f"This environment {' and '.join(filter(None, (lacks, holds)))}: set INSTALL = True at "
+          f"the top of this cell, or {fix}, then run this cell again.")
 
 
 def restart_needed(names, *, modules: Mapping[str, object] = sys.modules,
@@ -333,6 +452,13 @@ def colab_runtime(path: str, section: str) -> dict[str, str]:
 def pip_command(install) -> list[str]:
   """pip installing `install` into this kernel's Python."""
   return [sys.executable, "-m", "pip", "install", "--quiet", *install]
+
+
+def pip_uninstall_command(remove) -> list[str]:
+  """pip removing `remove` (`name version` each, as `Install.remove` lists them) from this
+  kernel's Python."""
+  return [sys.executable, "-m", "pip", "uninstall", "--yes", "--quiet",
+          *(item.split()[0] for item in remove)]
 
 
 # --- Where the chosen scheme trains -----------------------------------------------------------

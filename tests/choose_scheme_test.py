@@ -1,6 +1,7 @@
 """benchmarks/choosing/choose_scheme.py: the schemes ranked for a described machine by the time
 model, and one sentence for a description that cannot work."""
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -8,8 +9,9 @@ import sys
 from absl.testing import absltest
 
 from benchmarks.choosing import choose_scheme
-from hybrid_parallel import models, partitioning
-from hybrid_parallel.analysis import costmodel
+from benchmarks.speed import gpu_topologies
+from hybrid_parallel import models, partitioning, platforms
+from hybrid_parallel.analysis import costmodel, hardware
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -85,6 +87,61 @@ class ResidualNetworkTest(absltest.TestCase):
                     f"peak the H200's {measured} steps reached.", result.stdout)
 
 
+class OtherGpusTest(absltest.TestCase):
+  """The A100s, the L4 and the V100 beside the H100: each ranked, on its own node link and at its
+  own peak."""
+
+  def test_each_gpu_ranks_every_candidate_on_its_link_at_its_peak(self):
+    data = {}
+    for gpu in ("h100", "a100", "a100_40gb", "l4", "v100"):
+      rows, refused = choose_scheme.rank(described(gpu=gpu, nodes=1), compiled=False)
+      self.assertCountEqual([r["scheme"] for r in rows + refused],
+                            [c[0] for c in choose_scheme.candidates(8, 8)], gpu)
+      self.assertNotEmpty(rows, gpu)
+      data[gpu] = next(r for r in rows if r["scheme"] == "data 8×1")
+    # The same bytes on each; exposed the longer the slower the node's link: NVLink 4, then 3,
+    # then 2, then the L4's PCIe.
+    self.assertLen({r["mb_per_gpu"] for r in data.values()}, 1)
+    communication = [data[g]["communication_ms"] for g in ("h100", "a100", "v100", "l4")]
+    self.assertEqual(communication, sorted(communication))
+    self.assertLess(communication[0], communication[-1])
+    # The A100's 40 and 80 GB differ in memory only.
+    self.assertEqual(data["a100"]["step_ms"], data["a100_40gb"]["step_ms"])
+
+  def test_another_gpu_runs_at_the_h200s_measured_share_of_its_own_peak(self):
+    measured = gpu_topologies.one_gpu_rows()
+    node = lambda gpu: gpu_topologies.calibrated_node(  # noqa: E731
+        gpu, "1x1x8", model="alexnet_owt", dtype="bfloat16", measured=measured)
+    h200 = node("h200")
+    for gpu in ("a100", "l4", "v100"):
+      other = node(gpu)
+      self.assertEqual((other.efficiency, other.step_overhead_s),
+                       (h200.efficiency, h200.step_overhead_s), gpu)
+      self.assertEqual(other.device, hardware.DEVICES[gpu])
+      self.assertIs(other.node_link, hardware.NODE_LINKS[gpu])
+    # The H100, the H200's processor, keeps the curve it had before other GPUs were described:
+    # its calibration from its own peak equals the H200's (the same peak).
+    self.assertEqual(node("h100").efficiency, h200.efficiency)
+
+  def test_every_gpu_and_link_names_its_source(self):
+    for key in gpu_topologies.GPUS:
+      device, link = hardware.DEVICES[key], hardware.NODE_LINKS[key]
+      self.assertRegex(device.source, r"datasheet", key)
+      self.assertTrue(link.source, key)
+      self.assertEqual(gpu_topologies.GPUS[key].memory_bytes, int(device.memory_bytes), key)
+
+  @absltest.skipUnless(gpu_topologies.unavailable_reason() is None, "needs JAX's CUDA plugin")
+  def test_a_v100_under_the_cuda13_plugin_is_said_not_compilable(self):
+    reason = gpu_topologies.unavailable_reason("v100")
+    if any("cuda12" in p and importlib.util.find_spec(p) for p in platforms.CUDA_PLUGINS):
+      self.assertIsNone(reason)
+    else:
+      self.assertEqual(reason, "JAX's CUDA 13 plugin, the one installed, does not compile for the "
+                       "Tesla V100-SXM2-16GB's compute capability 7.0 (CUDA 13 starts at 7.5; "
+                       "requirements-cuda12.txt's plugin does)")
+    self.assertIsNone(gpu_topologies.unavailable_reason("a100"))
+
+
 def row(scheme: str, images_per_sec: int) -> dict:
   return {"scheme": scheme, "images_per_sec": images_per_sec,
           "step_ms": round(1024e3 / images_per_sec, 2),
@@ -108,7 +165,9 @@ class BadMachineTest(absltest.TestCase):
 
   def test_one_sentence_and_exit_1(self):
     for flags, sentence in (
-        (["--gpu=a100"], "error: --gpu 'a100' is not described; choose h100 or h200."),
+        (["--gpu=a800"], "error: --gpu 'a800' is not described; choose one of h100 (NVIDIA H100 "
+         "SXM), h200 (NVIDIA H200), a100 (NVIDIA A100 SXM 80GB), a100_40gb (NVIDIA A100 SXM "
+         "40GB), l4 (NVIDIA L4), v100 (NVIDIA V100 SXM2 16GB)."),
         (["--inter_node_gb_per_s=0"], "error: --inter_node_gb_per_s must be more than 0, got 0."),
         (["--gpus_per_node=3", "--global_batch=64", "--model=alexnet"],
          "error: no scheme fits 3 GPUs at global batch 64 (")):

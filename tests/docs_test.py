@@ -7,6 +7,7 @@ and named in benchmarks/README.md's map."""
 import ast
 import contextlib
 import io
+import itertools
 import json
 import os
 import re
@@ -136,6 +137,8 @@ MEASURED = re.compile(
 # Figures that are settings of the machine a user describes, not measurements: each with why.
 SETTINGS = {
     "400 Gb/s",  # a NIC's rating, the --inter_node_gb_per_s a user gives choose_scheme (50 GB/s).
+    "75%",  # the share of a GPU's memory JAX takes by default (XLA_PYTHON_CLIENT_MEM_FRACTION).
+    "600 s",  # config.step_timeout_s's default, as the watchdog's message quotes it.
 }
 
 
@@ -272,6 +275,200 @@ class ReadmeTest(absltest.TestCase):
         "talent, release, reissue")], ["lent", "the issue", "goal", "lent_gpu", "lease", "goals"])
 
 
+# A %-format field (logging's) or a str.format field: where a message's values go.
+_FIELD = re.compile(r"%[-#0 +]*\d*(?:\.\d+)?[sdifgr]|\{[^{}]*\}")
+
+
+def message_templates() -> list[tuple[str, ...]]:
+  """Every string of the code a user runs, as the literal pieces between its values: an f-string's
+  text between its `{…}`, a %-format or str.format string's between its fields."""
+  found = []
+  files = ["main.py", "train.py", "experiment.py", "validation.py"]
+  for folder in ("configs", "input_pipeline", "hybrid_parallel", "benchmarks", "notebooks"):
+    for directory, _, names in os.walk(os.path.join(ROOT, folder)):
+      files += [os.path.relpath(os.path.join(directory, n), ROOT) for n in names
+                if n.endswith(".py")]
+  for name in files:
+    for node in ast.walk(ast.parse(read(name))):
+      if isinstance(node, ast.JoinedStr):
+        pieces, current = [], ""
+        for value in node.values:
+          if isinstance(value, ast.Constant):
+            current += value.value
+          else:
+            pieces.append(current)
+            current = ""
+        found.append((*pieces, current))
+      elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+        found.append(tuple(_FIELD.split(node.value)))
+  return found
+
+
+def printed_by_the_code(fragment: str, templates, *, depth: int = 1) -> bool:
+  """Whether `fragment`, text a page quotes with example values, is a stretch of some message the
+  code can print: within one literal piece, or from the end of one piece across values and whole
+  pieces to the start of another. It begins and ends inside the code's words (or at a value that
+  begins or ends the message), and the code's words make at least half of it — a value that is
+  itself a message the code prints counting as words (main.py's `error: {message}`, a watchdog's
+  `{what}`) — so that no value stands in for words the code does not print."""
+  for pieces in templates:
+    if any(fragment in piece for piece in pieces):
+      return True
+    for first in range(len(pieces)):
+      heads = [pieces[first][k:] for k in range(len(pieces[first]) + 1)
+               if fragment.startswith(pieces[first][k:])]
+      if first > 0 or pieces[0]:  # a value may begin the message; else a piece's end must.
+        heads = [head for head in heads if head]
+      for last in range(first + 1, len(pieces)):
+        middle = pieces[first + 1:last]
+        if not heads or not all(piece in fragment for piece in middle):
+          continue
+        tails = [pieces[last][:k] for k in range(len(pieces[last]) + 1)
+                 if fragment.endswith(pieces[last][:k])]
+        if last < len(pieces) - 1 or pieces[-1]:
+          tails = [tail for tail in tails if tail]
+        for head in heads:
+          for tail in tails:
+            pattern = "".join([re.escape(head), *("(.+?)" + re.escape(p) for p in middle),
+                               "(.+?)", re.escape(tail)])
+            found = re.fullmatch(pattern, fragment, re.S)
+            if not found:
+              continue
+            words = len(head) + sum(map(len, middle)) + len(tail)
+            if 2 * words < len(fragment) and depth:  # the values that are messages, then.
+              words += sum(len(value) for value in found.groups() if len(value) > 12 and
+                           printed_by_the_code(value, templates, depth=0))
+            if 2 * words >= len(fragment):
+              return True
+  return False
+
+
+def quoted_messages(page: str) -> list[str]:
+  """The messages `page` quotes: each line of its ```text blocks, split where `[…]` leaves text
+  out."""
+  blocks = re.findall(r"```text\n(.*?)```", read(page), re.S)
+  return [fragment.strip() for block in blocks for line in block.splitlines() if line.strip()
+          for fragment in line.split("[…]") if fragment.strip()]
+
+
+# The glossary's terms (docs/glossary.md's headings, by anchor): how a guide writes each. A term a
+# user types (`_tiny`, `n_sync`, `decoded_placement`) is read in code spans too.
+GLOSSARY = {
+    "mesh": r"\bmesh(?:es)?\b", "axis": r"\baxis\b|\baxes\b", "scheme": r"\bschemes?\b",
+    "global-batch": r"\bglobal batch\b", "owt-a-b-c": r"\([abc]\)(?:,| or| and|/)",
+    "columns-and-lrn": r"\bLRN\b|\bcolumns?\b", "_tiny": r"_tiny\b",
+    "stand-ins": r"\bstand-ins?\b|\bstand in\b|\bsimulated\b", "test-top-1": r"\btop-1\b",
+    "interval": r"\bintervals?\b", "bare-step": r"\bbare step", "mfu": r"\bMFU\b",
+    "time-model": r"\btime model\b", "compile-only": r"\bcompile-only\b",
+    "n_sync": r"\bn_sync\b", "yuv-420": r"YUV 4:2:0", "decoded_placement": r"\bdecoded_placement\b",
+    "extra": r"\bextras?\b",
+}
+IN_CODE = {"_tiny", "n_sync", "decoded_placement"}
+
+
+def prose(text: str) -> str:
+  """What a reader reads as running text: no code blocks, headings, HTML comments, rendered
+  tables or record lines (each replaced by as many spaces, so that positions hold)."""
+  blank = lambda m: re.sub(r"[^\n]", " ", m.group(0))  # noqa: E731
+  for pattern in (r"```.*?```", docs._BLOCK.pattern, r"<!-- record: .*?<!-- end record -->",
+                  r"<!--.*?-->", r"(?m)^#[^\n]*"):
+    text = re.sub(pattern, blank, text, flags=re.S)
+  return text
+
+
+def unlinked_first_uses(text: str, glossary: str) -> list[str]:
+  """The glossary's terms whose first use in `text` is not a link to their entry (`glossary`:
+  the page's path to docs/glossary.md)."""
+  text = prose(text)
+  links = [(m.start(1), m.end(1), m.group(2)) for m in re.finditer(
+      r"\[((?:[^\]\[]|`[^`]*`)*)\]\(([^)\s]*)\)", text)]
+  # Link targets are no text; code spans are a user's typing, not the term in prose.
+  text = re.sub(r"\]\([^)\s]*\)", lambda m: "]" + " " * (len(m.group(0)) - 1), text)
+  without_code = re.sub(r"`[^`\n]*`", lambda m: " " * len(m.group(0)), text)
+  unlinked = []
+  for term, pattern in GLOSSARY.items():
+    found = re.search(pattern, text if term in IN_CODE else without_code, re.I)
+    if found and not any(start <= found.start() < end and target == f"{glossary}#{term}"
+                         for start, end, target in links):
+      unlinked.append(term)
+  return unlinked
+
+
+# What has never run, said where a user decides: on each guide of a path nobody has run yet, in
+# the same words as the README's list of guides. Each checked against the results pages: gpu.md
+# measures one H200 and one H100 and predicts 8-GPU nodes; tpu.md compiles and estimates; the
+# multi-process tests run on one machine's CPU devices; no ImageNet training has run.
+NOT_RUN_YET = {
+    "gpu_server.md": "no GPU has run the project end to end on 8 GPUs yet",
+    "tpu_vm.md": "no TPU has run the project yet",
+    "imagenet.md": "ImageNet accuracy is not yet measured here",
+    "hosts.md": "no run on several GPU hosts yet",
+}
+
+
+class NotRunYetTest(absltest.TestCase):
+
+  def test_each_guide_says_what_has_not_run_in_its_first_lines_as_the_readme_does(self):
+    readme = read("README.md").splitlines()
+    for page, said in NOT_RUN_YET.items():
+      first = " ".join(read(os.path.join("docs", page)).splitlines()[:12])
+      self.assertIn(said.lower(), first.lower(), page)
+      # The README's entry for the page: its line and the lines that continue it.
+      start = next(i for i, line in enumerate(readme) if f"](docs/{page})" in line)
+      entry = " ".join([readme[start]] + list(
+          itertools.takewhile(lambda line: line.startswith("  "), readme[start + 1:])))
+      self.assertIn(said.lower(), " ".join(entry.split()).lower(), page)
+
+
+class GlossaryTest(absltest.TestCase):
+
+  def test_each_term_is_defined_once(self):
+    headings = [anchor(h) for h in re.findall(r"(?m)^### (.*)$", read("docs/glossary.md"))]
+    self.assertEqual(sorted(headings), sorted(GLOSSARY))
+
+  def test_each_guide_links_a_term_where_it_first_uses_it(self):
+    unlinked = {}
+    for page in guides():
+      if page != os.path.join("docs", "glossary.md"):
+        glossary = "docs/glossary.md" if page == "README.md" else "glossary.md"
+        unlinked[page] = unlinked_first_uses(read(page), glossary)
+    self.assertEqual({page: terms for page, terms in unlinked.items() if terms}, {})
+
+  def test_a_first_use_outside_a_link_is_found(self):
+    self.assertEqual(unlinked_first_uses("Each mesh, then a [mesh](glossary.md#mesh).",
+                                         "glossary.md"), ["mesh"])
+    self.assertEqual(unlinked_first_uses("A [mesh](glossary.md#mesh), then a mesh; `mesh.data`, "
+                                         "a [mesh](hosts.md).", "glossary.md"), [])
+    # Headings, code blocks and comments are not prose; a term typed in code is, for `_tiny`.
+    self.assertEqual(unlinked_first_uses("# A mesh\n```\nmesh\n```\n<!-- mesh -->\n`x_tiny`",
+                                         "glossary.md"), ["_tiny"])
+
+
+class TroubleshootingTest(absltest.TestCase):
+
+  def test_every_message_it_quotes_is_one_the_code_prints(self):
+    templates = message_templates()
+    quoted = quoted_messages(os.path.join("docs", "troubleshooting.md"))
+    self.assertGreaterEqual(len(quoted), 8)
+    self.assertEqual([q for q in quoted if not printed_by_the_code(q, templates)], [])
+
+  def test_a_quote_must_match_the_codes_words_around_its_values(self):
+    templates = [("the ", "×", " mesh needs ", " devices but JAX has ", " ", " device(s) here")]
+    for held in ("the 2×4 mesh needs 8 devices but JAX has 4 GPU device(s) here",
+                 "mesh needs 8 devices", "needs 8 devices but JAX"):
+      self.assertTrue(printed_by_the_code(held, templates), held)
+    templates.append(("error: ", ""))  # a value alone holds no words.
+    for invented in ("the 2×4 mesh wants 8 devices but JAX has 4 GPU device(s) here",
+                     "error: the 2×4 mesh wants 8 devices",
+                     "the 2×4 mesh needs 8 devices but JAX had 4 GPU device(s) here",
+                     "needs 8 devices and JAX"):
+      self.assertFalse(printed_by_the_code(invented, templates), invented)
+
+  def test_it_is_linked_from_the_readme_and_the_index(self):
+    self.assertIn("](docs/troubleshooting.md)", read("README.md"))
+    self.assertIn("troubleshooting.md", index_sections()["Guides"])
+
+
 class TablesTest(absltest.TestCase):
 
   def test_every_table_and_figure_equals_its_json(self):
@@ -291,8 +488,8 @@ class TablesTest(absltest.TestCase):
     self.assertEqual(docs.refresh(text), "took <!-- figure: table1.hybrid4.wall_clock -->"
                      f"{hybrid4['wall_clock_s']:.0f} s<!-- end --> here\n")
     # A figure of the record: where and when the figures beside it were measured.
-    self.assertEqual(docs.refresh("on <!-- figure: table1.machine -->my laptop<!-- end -->"),
-                     f"on <!-- figure: table1.machine -->{record['machine']}<!-- end -->")
+    self.assertEqual(docs.refresh("on <!-- figure: table1.date -->long ago<!-- end -->"),
+                     f"on <!-- figure: table1.date -->{record['date']}<!-- end -->")
     with self.assertRaisesRegex(KeyError, "no figure named made.up"):
       docs.refresh("<!-- figure: made.up -->97.2%<!-- end -->")
 

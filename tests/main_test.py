@@ -87,24 +87,47 @@ class BadInputTest(parameterized.TestCase):
 
 class RunTest(absltest.TestCase):
 
+  def run_with_sitecustomize(self, code: str, *args: str):
+    """(a temporary folder, main.py's run of single.py there) with `code` run first in its
+    process (a sitecustomize: a machine without a package, a device without memory)."""
+    tmp = tempfile.mkdtemp()
+    self.addCleanup(shutil.rmtree, tmp, ignore_errors=True)
+    return tmp, run_main("--config=configs/single.py", *args, f"--workdir={tmp}/run",
+                         env=testing.environment_with_sitecustomize(f"{tmp}/site", code))
+
+  def error_lines(self, result) -> list[str]:
+    """The `error:` lines of a run that failed as a user's run should: exit 1, no traceback."""
+    self.assertEqual(result.returncode, 1, result.stderr[-2000:])
+    self.assertNotIn("Traceback", result.stderr)
+    return [line for line in result.stderr.splitlines() if line.startswith("error: ")]
 
   def test_a_tfds_dataset_without_tensorflow_is_one_sentence(self):
     # A machine without TensorFlow (a GPU machine may have none): simulated for main.py's
     # process by a sitecustomize that makes `import tensorflow` fail as a missing package does.
-    tmp = tempfile.mkdtemp()
-    self.addCleanup(shutil.rmtree, tmp, ignore_errors=True)
-    result = run_main("--config=configs/single.py", "--config.dataset=mnist",
-                      f"--workdir={tmp}/run",
-                      env=testing.environment_without(f"{tmp}/site", ["tensorflow"]))
-    self.assertEqual(result.returncode, 1, result.stderr[-2000:])
-    self.assertNotIn("Traceback", result.stderr)
-    errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
-    self.assertEqual(errors, ["error: dataset 'mnist' is read by tensorflow-datasets, and "
-                              "tensorflow is not installed here: install the imagenet extra (pip "
-                              "install -r requirements-imagenet.txt, or pip install "
-                              "\".[imagenet]\"), or prepare the dataset where TensorFlow is "
-                              "(python -m input_pipeline.prepare) and train on prepared:DIR."])
+    tmp, result = self.run_with_sitecustomize(testing.without_modules(["tensorflow"]),
+                                              "--config.dataset=mnist")
+    self.assertEqual(self.error_lines(result), [
+        "error: dataset 'mnist' is read by tensorflow-datasets, and tensorflow is not installed "
+        "here: install the imagenet extra (pip install -r requirements-imagenet.txt, or pip "
+        "install \".[imagenet]\"), or prepare the dataset where TensorFlow is (python -m "
+        "input_pipeline.prepare) and train on prepared:DIR."])
     self.assertFalse(os.path.exists(f"{tmp}/run/metrics.jsonl"))
+
+  def test_devices_out_of_memory_is_one_sentence_naming_the_fixes(self):
+    # XLA's RESOURCE_EXHAUSTED from the run (a CPU does not run out of memory on command):
+    # raised in main.py's own process by a sitecustomize in place of the training loop.
+    _, result = self.run_with_sitecustomize(
+        "import jax, train\n"
+        "def out_of_memory(*args, **kwargs):\n"
+        "  raise jax.errors.JaxRuntimeError('RESOURCE_EXHAUSTED: Out of memory while trying to "
+        "allocate 68.00GiB.\\nBuffer assignment: ...')\n"
+        "train.train_and_evaluate = out_of_memory\n")
+    self.assertEqual(self.error_lines(result), [
+        "error: the devices ran out of memory (RESOURCE_EXHAUSTED: Out of memory while trying to "
+        "allocate 68.00GiB.): on a GPU JAX takes 75% of its memory unless "
+        "XLA_PYTHON_CLIENT_MEM_FRACTION says more (set it to 0.95 before the command), else lower "
+        "--config.global_batch_size or split each step's batch with --config.microbatches=K (the "
+        "same update, in K passes)."])
 
   @unittest.skipUnless(accelerators.only_the_cpu_can_run(), "needs a machine without an "
                        "accelerator: the dry run says where the mesh would run")

@@ -1,5 +1,6 @@
 """notebooks/colab.ipynb runs top to bottom on CPU (few steps) and shows what it promises."""
 
+import ast
 import json
 import os
 import types
@@ -7,9 +8,10 @@ import types
 from absl.testing import absltest
 import nbclient
 import nbformat
+from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 
-from hybrid_parallel import models, partitioning
+from hybrid_parallel import accelerators, models, partitioning
 from hybrid_parallel.analysis import costmodel
 from notebooks import runtime
 
@@ -92,8 +94,12 @@ COLAB = os.path.join(ROOT, "notebooks", "colab_runtimes.txt")
 # Colab's runtimes run Python 3.13 (notebooks/colab_runtimes.txt); the markers are read for it.
 COLAB_PYTHON = {"python_version": "3.13", "python_full_version": "3.13.15"}
 PYTHON_312 = {"python_version": "3.12", "python_full_version": "3.12.1"}
-# jax 0.12.0.1's own requirements for its TPU extra (its metadata, as installed).
+# jax 0.12.0.1's own requirements on jaxlib, its TPU build and its CUDA builds (its metadata, as
+# installed): any jaxlib from 0.11.2 on, but the builds only at its own version.
 JAX_TPU_EXTRA = ['jaxlib<=0.12.0.1,>=0.12.0.1; extra == "tpu"', 'libtpu==0.0.50.*; extra == "tpu"']
+JAX_0_12 = ["jaxlib<=0.12.0.1,>=0.11.2", *JAX_TPU_EXTRA,
+            *(f'{dist}<=0.12.0.1,>=0.12.0.1; extra == "{build}"'
+              for build in ("cuda12", "cuda13") for dist in ("jaxlib", f"jax-{build}-plugin"))]
 # What every Colab runtime installs: its packages outside the supported ranges (jax 0.7.2, flax
 # 0.11.2, numpy 2.1.3 below jax 0.12's 2.2) and those it lacks, at the Python 3.13 pins.
 EVERY_COLAB_RUNTIME = {"jaxlib==0.12.0.1", "flax==0.12.12", "ml-collections==1.1.0",
@@ -134,13 +140,17 @@ class InstallerTest(absltest.TestCase):
     self.assertIn("jax: 0.7.2 → 0.12.0.1 (outside <0.13,>=0.10.2)", cpu.changes)
     self.assertIn("ml-collections: none → 1.1.0 (missing)", cpu.changes)
     self.assertEqual(set(cpu.kept), COLAB_KEPT)
-    self.assertIsNone(cpu.build)
+    self.assertIsNone(cpu.build.name)
 
   def test_colab_gpu_keeps_its_cuda12_build(self):
     gpu = colab_plan("gpu")  # jax-cuda12-plugin 0.7.2 installed, beside Colab's jax.
     self.assertEqual(set(gpu.install), EVERY_COLAB_RUNTIME | {"jax[cuda12]==0.12.0.1"})
-    self.assertIn("jax-cuda12-plugin: 0.7.2 → 0.12.0.1 (jax[cuda12]: the installed "
-                  "jax-cuda12-plugin is kept)", gpu.changes)
+    # The CUDA 12 build is kept, and brought to the jaxlib installed beside it: the kept line does
+    # not name the plugin, the changes do.
+    self.assertEqual(gpu.build.note, "as jax-cuda12-plugin is installed")
+    self.assertIn("jax-cuda12-plugin: 0.7.2 → 0.12.0.1 (jax[cuda12]: at jaxlib's version, with "
+                  "its PJRT runtime)", gpu.changes)
+    self.assertNotIn("jax-cuda12-plugin", " ".join(gpu.kept))
     # Whatever the driver could run: the build the runtime has is kept.
     self.assertEqual(plan("gpu", runtime.colab_runtime(COLAB, "gpu"), driver="580.95.05").install,
                      gpu.install)
@@ -156,14 +166,14 @@ class InstallerTest(absltest.TestCase):
               "jax-cuda12-plugin": "0.7.2", "jax-cuda12-pjrt": "0.7.2"}
     decided = plan("gpu", kaggle, environment=PYTHON_312, driver="550.54.15")
     self.assertEqual(set(decided.install), EVERY_COLAB_RUNTIME | {"jax[cuda12]==0.12.0.1"})
-    self.assertEqual(decided.build, "cuda12")
+    self.assertEqual(decided.build.name, "cuda12")
 
   def test_a_workstation_at_the_newest_pins_with_cuda13_installs_nothing(self):
     workstation = {**pinned(COLAB_PYTHON), "jax-cuda13-plugin": "0.12.0.1",
                    "jax-cuda13-pjrt": "0.12.0.1"}
     decided = plan("gpu", workstation, driver="580.95.05")
     self.assertEqual(decided.install, ())
-    self.assertEqual(decided.build, "cuda13")
+    self.assertEqual(decided.build.name, "cuda13")
     self.assertIn("jax-cuda13-plugin 0.12.0.1", decided.kept)
 
   def test_the_gpu_machine_with_jax_0_11_installs_nothing(self):
@@ -206,10 +216,115 @@ class InstallerTest(absltest.TestCase):
         f"the project runs on: pyproject.toml): set INSTALL = True at the top of this cell, or "
         f"pip install -r requirements-cuda12.txt, then run this cell again.")
     self.assertEqual(
-        runtime.missing_sentence(colab_plan("cpu"), pip_failed=True),
+        runtime.missing_sentence(colab_plan("cpu"), pip_failed="install"),
         f"pip could not install {', '.join(colab_plan('cpu').install)} (its message is above): "
         f"install them where a package index is reachable (pip install -r requirements.txt "
         f"gives the versions the tests ran with), then run this cell again.")
+
+  # --- What imports together: jax and jaxlib as a pair, a CUDA build the driver runs -------------
+
+  def test_jax_beside_a_jaxlib_it_does_not_accept_gets_the_jaxlib_of_the_pins(self):
+    # Each in its range on its own: jax 0.12.0.1 asks for jaxlib 0.11.2 or newer (its metadata).
+    workstation = {**pinned(COLAB_PYTHON), "jaxlib": "0.10.2"}
+    decided = plan("cpu", workstation, jax_requires=JAX_0_12)
+    self.assertEqual(decided.install, ("jaxlib==0.12.0.1",))
+    self.assertEqual(decided.changes, ("jaxlib: 0.10.2 → 0.12.0.1 (jax 0.12.0.1 runs with jaxlib "
+                                       "<=0.12.0.1,>=0.11.2, not 0.10.2)",))
+    self.assertNotIn("jaxlib 0.10.2", decided.kept)
+    # A jaxlib the installed jax accepts stays.
+    accepted = {**workstation, "jaxlib": "0.11.2"}
+    self.assertEqual(plan("cpu", accepted, jax_requires=JAX_0_12).install, ())
+    # Where jax declares nothing (no metadata), only its own version is taken as agreeing.
+    self.assertEqual(plan("cpu", accepted).install, ("jaxlib==0.12.0.1",))
+
+  def test_where_jax_or_jaxlib_moves_the_other_moves_to_its_pin(self):
+    # jax 0.11.2 (in range) beside jaxlib 0.7.2 (outside): both to the versions tested together.
+    versions = {**pinned(COLAB_PYTHON), "jax": "0.11.2", "jaxlib": "0.7.2"}
+    decided = plan("cpu", versions)
+    self.assertEqual(set(decided.install), {"jax==0.12.0.1", "jaxlib==0.12.0.1"})
+    self.assertIn("jax: 0.11.2 → 0.12.0.1 (jax and jaxlib move together, to the versions tested "
+                  "together)", decided.changes)
+
+  def test_a_cuda13_build_on_a_driver_below_580_is_replaced_by_cuda12(self):
+    versions = {**pinned(COLAB_PYTHON), "jax-cuda13-plugin": "0.12.0.1",
+                "jax-cuda13-pjrt": "0.12.0.1"}
+    decided = plan("gpu", versions, driver="575.57.08")
+    self.assertEqual(decided.build.name, "cuda12")
+    self.assertEqual(decided.remove, ("jax-cuda13-plugin 0.12.0.1", "jax-cuda13-pjrt 0.12.0.1"))
+    self.assertEqual(decided.install, ("jax[cuda12]==0.12.0.1",))
+    self.assertEqual(runtime.describe(decided, "gpu").splitlines()[0],
+                     "NVIDIA GPU found: JAX's CUDA 12 build, as driver 575.57.08 runs CUDA 12, not "
+                     "the installed jax-cuda13-plugin's 13 (needs 580).")
+    # Where the driver's version cannot be read, the installed build is kept.
+    self.assertEqual(plan("gpu", versions).install, ())
+
+  def test_of_two_cuda_builds_the_one_at_jaxlibs_version_stays_and_the_other_goes(self):
+    versions = {**pinned(COLAB_PYTHON), "jax-cuda13-plugin": "0.12.0.1",
+                "jax-cuda13-pjrt": "0.12.0.1", "jax-cuda12-plugin": "0.7.2",
+                "jax-cuda12-pjrt": "0.7.2"}
+    decided = plan("gpu", versions, driver="580.95.05")
+    self.assertEqual((decided.build.name, decided.install), ("cuda13", ()))
+    self.assertEqual(decided.remove, ("jax-cuda12-plugin 0.7.2", "jax-cuda12-pjrt 0.7.2"))
+    self.assertIn("jax-cuda13-plugin 0.12.0.1", decided.kept)
+
+  def test_a_cuda_plugin_beside_a_pjrt_runtime_of_another_version_is_reinstalled(self):
+    versions = {**pinned(COLAB_PYTHON), "jax-cuda13-plugin": "0.12.0.1",
+                "jax-cuda13-pjrt": "0.11.2"}
+    self.assertEqual(plan("gpu", versions, driver="580.95.05").install, ("jax[cuda13]==0.12.0.1",))
+
+  def test_a_cuda_build_for_a_jax_and_jaxlib_of_two_versions_brings_both_to_the_pins(self):
+    # jax 0.12.0.1 accepts jaxlib 0.11.2, but jax[cuda13]==0.12.0.1 brings jaxlib 0.12.0.1.
+    versions = {**pinned(COLAB_PYTHON), "jaxlib": "0.11.2"}
+    decided = plan("gpu", versions, driver="580.95.05", jax_requires=JAX_0_12)
+    self.assertEqual(set(decided.install), {"jax[cuda13]==0.12.0.1", "jaxlib==0.12.0.1"})
+
+  def test_a_tpu_build_for_a_jaxlib_its_jax_accepts_but_its_tpu_extra_does_not(self):
+    versions = {**pinned(COLAB_PYTHON), "jaxlib": "0.11.2", "libtpu": "0.0.50.1"}
+    decided = plan("tpu", versions, jax_requires=JAX_0_12)
+    self.assertEqual(set(decided.install), {"jax[tpu]==0.12.0.1", "jaxlib==0.12.0.1"})
+
+  def test_the_setup_plan_on_each_colab_runtime(self):
+    # What the first cell prints on each of Colab's runtimes (notebooks/colab_runtimes.txt): what
+    # it installs, and that a restart follows where the session had imported one of the packages
+    # it replaces (the cell checks sys.modules after installing).
+    replaced = {"cpu": "jax, jaxlib, flax, numpy", "gpu": "jax, jaxlib, flax, numpy, "
+                "jax-cuda12-plugin", "tpu": "jax, jaxlib, flax, numpy, libtpu"}
+    build = {"cpu": "jax==0.12.0.1", "gpu": "jax[cuda12]==0.12.0.1", "tpu": "jax[tpu]==0.12.0.1"}
+    for accelerator in ("cpu", "gpu", "tpu"):
+      decided = colab_plan(accelerator)
+      said = runtime.describe(decided, accelerator)
+      print(f"\n[{accelerator}] {' '.join(decided.install)}\n{said}")
+      self.assertEqual(set(decided.install), EVERY_COLAB_RUNTIME | {build[accelerator]})
+      self.assertEqual(decided.remove, ())
+      self.assertEqual(said.splitlines()[-1],
+                       f"It replaces installed {replaced[accelerator]}: if this session imported "
+                       f"one of them before this cell, the cell ends asking for a restart.")
+      self.assertEqual(set(said.splitlines()[1].split(": ", 1)[1].rstrip(".").split(", ")),
+                       COLAB_KEPT)
+
+  def test_an_older_python_gets_one_sentence_and_the_installer_loads_there(self):
+    self.assertEqual(runtime.python_sentence((3, 10, 12, "final", 0)),
+                     "This project runs on Python 3.11 or newer, and this runtime runs Python "
+                     "3.10.12: choose a newer runtime (on Colab: Runtime → Change runtime type, "
+                     "the latest runtime version), then run this cell again.")
+    self.assertIsNone(runtime.python_sentence((3, 11, 0, "final", 0)))
+    # The oldest Python it names is the one the project declares.
+    requires = SpecifierSet(runtime.pyproject(ROOT)["requires-python"])
+    oldest = ".".join(map(str, runtime.OLDEST_PYTHON))
+    self.assertIn(oldest, requires)
+    self.assertNotIn(f"{runtime.OLDEST_PYTHON[0]}.{runtime.OLDEST_PYTHON[1] - 1}", requires)
+    # What the cell imports before asking parses as Python 3.10 and imports nothing newer at
+    # its top (tomllib, 3.11's, only inside the function that reads pyproject.toml).
+    for module in (runtime, accelerators):
+      with open(module.__file__) as f:
+        tree = ast.parse(f.read(), feature_version=(3, 10))
+      top = {alias.name for node in tree.body if isinstance(node, (ast.Import, ast.ImportFrom))
+             for alias in node.names}
+      self.assertNotIn("tomllib", top, module.__name__)
+    setup = "".join(c.source for c in nbformat.read(NOTEBOOK, as_version=4).cells
+                    if "setup" in c.metadata.get("tags", []))
+    self.assertLess(setup.index("runtime.python_sentence()"),
+                    setup.index("from hybrid_parallel import"))
 
   def test_a_module_imported_at_another_version_asks_for_a_restart_in_one_sentence(self):
     jax_module = types.SimpleNamespace(__version__="0.7.2")

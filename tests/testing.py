@@ -85,13 +85,23 @@ importlib.metadata.entry_points = entry_points
 """
 
 
-def environment_without(folder: str, modules=NOT_IN_THE_BASE_INSTALL) -> dict[str, str]:
-  """The environment of a process in which `modules` are missing, as if never installed (a
-  sitecustomize in `folder`)."""
+def without_modules(modules=NOT_IN_THE_BASE_INSTALL) -> str:
+  """A sitecustomize's code by which `modules` are missing, as if never installed."""
+  return _SITECUSTOMIZE.format(missing=tuple(modules))
+
+
+def environment_with_sitecustomize(folder: str, code: str) -> dict[str, str]:
+  """The environment of a process that runs `code` before anything else (a sitecustomize in
+  `folder`): a machine without a package (`without_modules`), a device out of memory."""
   os.makedirs(folder, exist_ok=True)
   with open(os.path.join(folder, "sitecustomize.py"), "w") as f:
-    f.write(_SITECUSTOMIZE.format(missing=tuple(modules)))
+    f.write(code)
   return {**os.environ, "PYTHONPATH": pythonpath_with(folder)}
+
+
+def environment_without(folder: str, modules=NOT_IN_THE_BASE_INSTALL) -> dict[str, str]:
+  """The environment of a process in which `modules` are missing, as if never installed."""
+  return environment_with_sitecustomize(folder, without_modules(modules))
 
 
 def digest(directory: str) -> dict[str, str]:

@@ -4,17 +4,19 @@ time model (analysis/costmodel.py), best first.
   python -m benchmarks.choosing.choose_scheme --gpu=h100 --gpus_per_node=8 --nodes=2 \
       --inter_node_gb_per_s=50 --model=alexnet_owt --global_batch=1024 [--dtype=bfloat16]
 
-The machine: nodes of --gpus_per_node H100s or H200s on NVLink, joined by --inter_node_gb_per_s
-per GPU (analysis/hardware.py). The candidates on its N GPUs: data N×1, model 1×M, hybrid and
-owt (a), (b), (c) on D×M for each power of two M ≤ --gpus_per_node (the model axis within a
-node). Each is compiled for the machine's compile-only GPUs where JAX's CUDA plugin is installed
-(requirements-test.txt), its collectives and HBM read from the program; elsewhere, or with
---analytic, its bytes are the analytic minimum (which the compiled programs were shown to send)
-and its HBM is not known. Compute: the one-GPU curve measured on an H200 (docs/gpu.json; see
-gpu_topologies.calibrated_node). Prints the table — scheme, mesh, predicted step, images/s, HBM
-per GPU and whether it fits, MB each GPU sends, MB crossing the nodes — and one sentence on why
-the best wins; `--json` prints the rows as JSON instead. A bad machine description is one
-sentence and exit 1.
+The machine: nodes of --gpus_per_node GPUs — H100, H200, A100 (80 or 40 GB), L4 or V100, each on
+its node's link (NVLink; PCIe for the L4) — joined by --inter_node_gb_per_s per GPU
+(analysis/hardware.py, every constant with its source). The candidates on its N GPUs: data N×1,
+model 1×M, hybrid and owt (a), (b), (c) on D×M for each power of two M ≤ --gpus_per_node (the
+model axis within a node). Each is compiled for the machine's compile-only GPUs where JAX's CUDA
+plugin is installed (requirements-test.txt; the V100 needs the CUDA 12 plugin's), its collectives
+and HBM read from the program; elsewhere, or with --analytic, its bytes are the analytic minimum
+(which the compiled programs were shown to send) and its HBM is not known. Compute: the one-GPU
+curve measured on an H200 (docs/gpu.json), on another GPU at the same share of that GPU's peak,
+an assumption: the ranking is what to read there, not the times (gpu_topologies.calibrated_node).
+Prints the table — scheme, mesh, predicted step, images/s, HBM per GPU and whether it fits, MB
+each GPU sends, MB crossing the nodes — and one sentence on why the best wins; `--json` prints the
+rows as JSON instead. A bad machine description is one sentence and exit 1.
 """
 
 import dataclasses
@@ -28,10 +30,11 @@ from benchmarks import per_row
 from benchmarks.speed import gpu_topologies
 from configs import default
 from hybrid_parallel import models, platforms
-from hybrid_parallel.analysis import costmodel
+from hybrid_parallel.analysis import costmodel, hardware
 from hybrid_parallel.errors import UserError
 
-_GPU = flags.DEFINE_string("gpu", "h100", "h100 or h200.")
+_GPU = flags.DEFINE_string("gpu", "h100", "The GPU: h100, h200, a100 (80 GB), a100_40gb, l4 or "
+                          "v100.")
 _PER_NODE = flags.DEFINE_integer("gpus_per_node", 8, "GPUs per node (NVLink within a node).")
 _NODES = flags.DEFINE_integer("nodes", 1, "Nodes.")
 _NETWORK = flags.DEFINE_float("inter_node_gb_per_s", 50.0, "Network bandwidth per GPU between "
@@ -66,7 +69,8 @@ def check(machine: Described) -> None:
   """One sentence (a SystemExit's) for a description that cannot work."""
   problems = [
       (machine.gpu not in gpu_topologies.GPUS,
-       f"--gpu {machine.gpu!r} is not described; choose {' or '.join(gpu_topologies.GPUS)}"),
+       f"--gpu {machine.gpu!r} is not described; choose one of "
+       f"{', '.join(f'{key} ({hardware.DEVICES[key].name})' for key in gpu_topologies.GPUS)}"),
       (machine.gpus_per_node < 1, f"--gpus_per_node must be at least 1, got "
                                   f"{machine.gpus_per_node}"),
       (machine.nodes < 1, f"--nodes must be at least 1, got {machine.nodes}"),
@@ -204,7 +208,8 @@ def main(argv):
   machine = Described(_GPU.value, _PER_NODE.value, _NODES.value, _NETWORK.value * 1e9,
                       _MODEL.value, _BATCH.value, _DTYPE.value, _IMAGE_SIZE.value)
   check(machine)
-  compiled = not _ANALYTIC.value and gpu_topologies.unavailable_reason() is None
+  not_compiled = "--analytic" if _ANALYTIC.value else gpu_topologies.unavailable_reason(machine.gpu)
+  compiled = not_compiled is None
   if compiled:  # compile-only GPUs: no GPU to tune kernels on (gpu_topologies.py says why).
     gpu_topologies.without_sharded_autotuning()
   platforms.start(cpu_devices=8)
@@ -215,11 +220,11 @@ def main(argv):
   if _JSON.value:
     print(json.dumps({"compiled": compiled, "rows": rows, "refused": refused}, indent=1))
     return
-  print(f"{machine.nodes} × {machine.gpus_per_node} {machine.gpu.upper()}, "
-        f"{_NETWORK.value:g} GB/s per GPU between nodes; {machine.model}, {machine.dtype}, "
-        f"global batch {machine.global_batch}; "
+  print(f"{machine.nodes} × {machine.gpus_per_node} {hardware.DEVICES[machine.gpu].name} on "
+        f"{hardware.NODE_LINKS[machine.gpu].name}, {_NETWORK.value:g} GB/s per GPU between "
+        f"nodes; {machine.model}, {machine.dtype}, global batch {machine.global_batch}; "
         + ("compiled for the machine's GPUs." if compiled else
-           "analytic bytes (no CUDA plugin, or --analytic): every transfer exposed, HBM unknown.")
+           f"analytic bytes, every transfer exposed, HBM unknown: {not_compiled}.")
         + ("" if machine.model.startswith(measured_model(machine.model)) else
            f" No one-GPU {machine.model} step was measured: its FLOPs run at the share of the "
            f"peak the H200's {measured_model(machine.model)} steps reached."))

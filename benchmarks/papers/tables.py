@@ -5,18 +5,55 @@ owt_variants, large_batch, asynchronous."""
 import math
 import statistics
 
-from benchmarks import DIGITS_TEST_IMAGES, over_seeds, per_row, percent, seed_statistics, table
+from benchmarks import (DIGITS_TEST_IMAGES, machine_in_words, over_seeds, per_row, percent,
+                        seed_statistics, table)
 from benchmarks.papers import asynchronous_claims as claims
 from benchmarks.papers import asynchronous_findings as rules
 
 
-# Every config trained end to end by main.py.
+def _trained(results) -> list[dict]:
+  """table1's rows of the configs it trained (not those whose data is not here)."""
+  return [r for r in results if "not_run" not in r]
+
+
+# Every config trained end to end by main.py (docs/schemes.md).
 table1 = per_row(
     ("config", "{config}"), ("mesh", "{mesh}"), ("steps", "{steps}"),
     ("wall-clock", "{wall_clock_s} s"),
     ("train images/s (median)", "{train_images_per_sec_median}"),
     ("test top-1", lambda r: percent(r["eval_top1"])),
-    ("test top-5", lambda r: percent(r["eval_top5"])))
+    ("test top-5", lambda r: percent(r["eval_top5"])), rows=_trained)
+
+
+def duration(seconds: float) -> str:
+  """A wall time as a reader plans with it: "50 s", "3.5 min", "1.2 h"."""
+  if seconds < 100:
+    return f"{seconds:.0f} s"
+  return f"{seconds / 60:.1f} min" if seconds < 6000 else f"{seconds / 3600:.1f} h"
+
+
+def expected_results(loaded) -> str:
+  """docs/configs.md's table: every config of table1.json — what it trains, where and how long
+  it ran (the record line below the table says the rest of the machine), its test top-1 and the
+  date of the run; a config not run here, the published result of its recipe and its source.
+  Made from the file's record and results (`with_record`)."""
+  record, results = loaded
+
+  def cells(r):
+    config = f"[`{r['config']}`](../configs/{r['config']}.py)"
+    if "not_run" in r:
+      published = r["published"]
+      expected = (f"{percent(published['top1'])} published ({published['source']})" if published
+                  else f"— ({r['not_run']})")
+      return [config, r["scheme"], r["mesh"], r["trains"], "not run here", "—", expected, "—"]
+    return [config, r["scheme"], r["mesh"], r["trains"], machine_in_words(record["machine"]),
+            duration(r["wall_clock_s"]), percent(r["eval_top1"]), record["date"]]
+
+  return table(["config", "scheme", "mesh", "what it trains", "machine", "wall time",
+                "test top-1", "measured"], map(cells, results))
+
+
+expected_results.with_record = True
 
 def _lowest_after_learning(r) -> str:
   lowest = r["lowest_top1_after_learning"]
@@ -645,6 +682,7 @@ asynchronous_boundary = per_row(
 
 
 TABLES = {"table1": (table1, "table1.json"),
+          "expected_results": (expected_results, "table1.json"),
           **{f"asynchronous_{name}": (table, "asynchronous.json") for name, table in (
               ("verdicts", asynchronous_verdicts), ("rules", asynchronous_rules),
               ("staleness", asynchronous_staleness), ("control", asynchronous_control),

@@ -48,7 +48,7 @@ import benchmarks
 from benchmarks.common import compile_only
 from benchmarks.common.compile_only import CONFIGS as COMPILED_CONFIGS
 from benchmarks.speed import gpu_topologies
-from benchmarks.speed.gpu_topologies import GPUS, TOPOLOGIES
+from benchmarks.speed.gpu_topologies import GPUS, STUDIED, TOPOLOGIES
 from hybrid_parallel import models, partitioning, platforms
 from hybrid_parallel.analysis import costmodel, hlo_stats
 
@@ -58,7 +58,7 @@ KRIZHEVSKY_8_GPUS = {"(1024, 1024)": 6.25, "(1024, 128)": 6.16}
 # And data parallelism on the same 8 GPUs, network and batch, for the ranking.
 CONFIGS = (*COMPILED_CONFIGS, "data8")
 
-_GPUS = benchmarks.define_choices("gpus", GPUS, "GPUs to compile for.")
+_GPUS = benchmarks.define_choices("gpus", STUDIED, "GPUs to compile for.")
 _TOPOLOGIES = benchmarks.define_choices("topologies", TOPOLOGIES,
                                         "slices x hosts x GPUs per host.")
 _CONFIGS = benchmarks.define_choices("configs", CONFIGS, compile_only.CONFIGS_HELP)
@@ -157,7 +157,7 @@ def ranking(rows: list[dict]) -> list[dict]:
   measured), beside Krizhevsky 2014's on 8 K20s: owt8's (a), (b), (c) and data-parallel 8×1."""
   result = []
   measured = gpu_topologies.one_gpu_rows()
-  for gpu in GPUS:
+  for gpu in STUDIED:
     base = next(r for r in measured if (r["model"], r["dtype"], r["batch"]) ==
                 ("alexnet_owt", "bfloat16", 128))["images_per_sec"]
     for name, paper in (("owt8", "(1024, 1024)"), ("owt8:b", "(1024, 1024)"),
@@ -220,7 +220,7 @@ def main(argv):
             for c in _CONFIGS.value for d in _DTYPES.value}
   rows = [r for r in result.get("rows", [])
           if (r["gpu"], r["topology"], r["config"], r["dtype"]) not in chosen]
-  order = lambda r: (list(GPUS).index(r["gpu"]), TOPOLOGIES.index(r["topology"]),  # noqa: E731
+  order = lambda r: (STUDIED.index(r["gpu"]), TOPOLOGIES.index(r["topology"]),  # noqa: E731
                      CONFIGS.index(r["config"]), r["dtype"])
   for gpu in _GPUS.value:
     for topology in _TOPOLOGIES.value:

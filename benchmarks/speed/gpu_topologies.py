@@ -26,16 +26,27 @@ MEASURED = os.path.join(benchmarks.DOCS, "gpu.json")
 # JAX takes this share of a GPU's memory for XLA unless XLA_PYTHON_CLIENT_MEM_FRACTION says more.
 JAX_MEMORY_FRACTION = 0.75
 
-# Compute capability 9.0 (Hopper): the CUDA C++ Programming Guide's table of technical
-# specifications per compute capability — the same for the H100 and the H200.
-_HOPPER_LIMITS = {
-    "threads_per_block_limit": 1024, "threads_per_warp": 32, "threads_per_core_limit": 2048,
+# What a compute capability allows (the CUDA C++ Programming Guide's table of technical
+# specifications per compute capability; XLA's specs of the A100 and V100 record the same).
+_LIMITS = {
+    "threads_per_block_limit": 1024, "threads_per_warp": 32,
     "shared_memory_per_block": 48 * 1024,  # without opting in
-    "shared_memory_per_block_optin": 227 * 1024, "shared_memory_per_core": 228 * 1024,
     "registers_per_core_limit": 65536, "registers_per_block_limit": 65536,
     "block_dim_limit_x": 2**31 - 1, "block_dim_limit_y": 65535, "block_dim_limit_z": 65535,
-    "fpus_per_core": 128,  # FP32 cores per SM
 }
+_BY_CAPABILITY = {  # shared memory per SM and per block opted in, threads per SM, FP32 cores per SM
+    (9, 0): {"shared_memory_per_block_optin": 227 * 1024, "shared_memory_per_core": 228 * 1024,
+             "threads_per_core_limit": 2048, "fpus_per_core": 128},
+    (8, 9): {"shared_memory_per_block_optin": 99 * 1024, "shared_memory_per_core": 100 * 1024,
+             "threads_per_core_limit": 1536, "fpus_per_core": 128},
+    (8, 0): {"shared_memory_per_block_optin": 163 * 1024, "shared_memory_per_core": 164 * 1024,
+             "threads_per_core_limit": 2048, "fpus_per_core": 64},
+    (7, 0): {"shared_memory_per_block_optin": 96 * 1024, "shared_memory_per_core": 96 * 1024,
+             "threads_per_core_limit": 2048, "fpus_per_core": 64},
+}
+# CUDA 13 compiles for compute capability 7.5 (Turing) and later: it dropped Maxwell, Pascal and
+# Volta (CUDA 13.0's release notes). JAX's CUDA 12 plugin still compiles for 7.0.
+CUDA13_OLDEST_CAPABILITY = (7, 5)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,15 +58,17 @@ class Gpu:
   memory_bytes: int  # what the driver reports: nvidia-smi's memory.total
   memory_bytes_per_s: float
   l2_bytes: int
+  compute_capability: tuple[int, int] = (9, 0)
 
   def target_config(self) -> str:
     """The GpuTargetConfigProto text the CUDA plugin compiles for."""
-    info = {**_HOPPER_LIMITS, "core_count": self.sms, "clock_rate_ghz": self.clock_ghz,
-            "device_memory_size": self.memory_bytes,
+    major, minor = self.compute_capability
+    info = {**_LIMITS, **_BY_CAPABILITY[self.compute_capability], "core_count": self.sms,
+            "clock_rate_ghz": self.clock_ghz, "device_memory_size": self.memory_bytes,
             "memory_bandwidth": int(self.memory_bytes_per_s), "l2_cache_size": self.l2_bytes}
     fields = "\n".join(f"  {key}: {value}" for key, value in info.items())
     return (f"gpu_device_info {{\n{fields}\n"
-            f"  cuda_compute_capability {{\n    major: 9\n    minor: 0\n  }}\n}}\n"
+            f"  cuda_compute_capability {{\n    major: {major}\n    minor: {minor}\n  }}\n}}\n"
             f'platform_name: "CUDA"\n'
             f"dnn_version_info {{\n  major: 9\n  minor: 10\n  patch: 0\n}}\n"
             f'device_description_str: "{self.name}"\n')
@@ -69,15 +82,39 @@ GPUS = {
                 50 * 2**20),
     "h200": Gpu("NVIDIA H200", 132, 1.98, int(hardware.H200.memory_bytes), 4.8e12, 50 * 2**20),
 }
+# The GPUs a user may describe to benchmarks/choosing/choose_scheme.py besides. A100 SXM4 (XLA's
+# a100_sxm_40 / a100_sxm_80 specs, as NVIDIA's A100 datasheet): 108 SMs at 1.41 GHz, 40 MB L2,
+# HBM2 at 1,555 GB/s (40 GB) or HBM2e at 2,039 GB/s (80 GB). L4 (NVIDIA's L4 datasheet and Ada
+# whitepaper): 58 SMs at 2.04 GHz, 48 MB L2, GDDR6 at 300 GB/s. V100 SXM2 16GB (XLA's v100 spec):
+# 80 SMs at 1.53 GHz, 6 MB L2, HBM2 at 898 GB/s.
+GPUS.update({
+    "a100": Gpu("NVIDIA A100-SXM4-80GB", 108, 1.41, int(hardware.A100_80GB.memory_bytes),
+                2039.04e9, 40 * 2**20, (8, 0)),
+    "a100_40gb": Gpu("NVIDIA A100-SXM4-40GB", 108, 1.41, int(hardware.A100_40GB.memory_bytes),
+                     1555.2e9, 40 * 2**20, (8, 0)),
+    "l4": Gpu("NVIDIA L4", 58, 2.04, int(hardware.L4.memory_bytes), 300e9, 48 * 2**20, (8, 9)),
+    "v100": Gpu("Tesla V100-SXM2-16GB", 80, 1.53, int(hardware.V100.memory_bytes), 898.048e9,
+                6 * 2**20, (7, 0)),
+})
+# The GPUs benchmarks/speed/gpu_compile.py's published predictions are made for (docs/gpu.md).
+STUDIED = ("h100", "h200")
 # One node of 8 GPUs, and two such nodes (the hosts are the topology's processes).
 TOPOLOGIES = ("1x1x8", "1x2x8")
 
 
-def unavailable_reason() -> str | None:
-  """Why compile-only GPU devices cannot be made here, in one sentence; None where they can."""
-  if not any(importlib.util.find_spec(plugin) for plugin in platforms.CUDA_PLUGINS):
+def unavailable_reason(gpu: str | None = None) -> str | None:
+  """Why compile-only GPU devices (of `gpu`, where given) cannot be made here, in one sentence;
+  None where they can."""
+  installed = [p for p in platforms.CUDA_PLUGINS if importlib.util.find_spec(p)]
+  if not installed:
     return ("compiling for GPUs needs JAX's CUDA plugin (pip install -r requirements-cuda13.txt; "
             "no GPU needed)")
+  if (gpu and GPUS[gpu].compute_capability < CUDA13_OLDEST_CAPABILITY
+      and all("cuda13" in p for p in installed)):
+    capability = ".".join(map(str, GPUS[gpu].compute_capability))
+    return (f"JAX's CUDA 13 plugin, the one installed, does not compile for the "
+            f"{GPUS[gpu].name}'s compute capability {capability} (CUDA 13 starts at 7.5; "
+            f"requirements-cuda12.txt's plugin does)")
   return None
 
 
@@ -145,18 +182,22 @@ def calibrated_node(gpu: str, topology: str, *, model: str, dtype: str,
                     measured: list[dict]) -> hardware.Machine:
   """The node(s) of `topology` with the one-GPU curve measured on an H200 (docs/gpu.json's bare
   step of the same model — or the two-column alexnet — and dtype): t(b) = t0 + b/r∞ through its
-  batch-128 and batch-512 points gives the step's fixed time t0 and the FLOPs' share of the peak
-  (an H100 has the same processor: the same curve; up to 1.4× slower where memory-bound)."""
+  batch-128 and batch-512 points gives the step's fixed time t0 and the FLOPs' share of the H200's
+  peak. An H100 has the same processor: the same curve (up to 1.4× slower where memory-bound).
+  Another GPU is given the same fixed time and the same share of its own peak: an assumption
+  (none of them was measured here), which ranks schemes on it rather than timing them."""
   rows = {r["batch"]: r for r in measured if r["dtype"] == dtype and r["model"] == (
       model if any(m["model"] == model for m in measured) else "alexnet")}
   small, large = rows[128], rows[512]
   per_image = (large["step_ms"] - small["step_ms"]) / 1e3 / (512 - 128)
   overhead = small["step_ms"] / 1e3 - 128 * per_image
   hosts = int(topology.split("x")[1])
-  machine = dataclasses.replace(hardware.gpu_node(gpu, nodes=hosts), step_overhead_s=overhead)
-  return machine.calibrated(flops_per_step=large["flops_per_image"] * 512,
-                            seconds_per_step=large["step_ms"] / 1e3, dtype=dtype,
-                            source=f"H200 {large['model']} {dtype}: batches 128 and 512")
+  h200 = dataclasses.replace(hardware.gpu_node("h200", nodes=hosts), step_overhead_s=overhead)
+  h200 = h200.calibrated(flops_per_step=large["flops_per_image"] * 512,
+                         seconds_per_step=large["step_ms"] / 1e3, dtype=dtype,
+                         source=f"H200 {large['model']} {dtype}: batches 128 and 512")
+  return dataclasses.replace(hardware.gpu_node(gpu, nodes=hosts), step_overhead_s=overhead,
+                             efficiency=h200.efficiency, calibrated_from=h200.calibrated_from)
 
 
 def without_sharded_autotuning() -> None:

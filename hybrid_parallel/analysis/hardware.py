@@ -186,6 +186,29 @@ H200 = Device("NVIDIA H200", {"bfloat16": 989e12, "float32": 495e12}, 143_771 * 
               "reported 143,771 MiB, docs/gpu.json)")
 DEVICES = {"titan": TITAN, "k20": K20, "k20x": K20X, "h100": H100, "h200": H200}
 
+# The GPUs users rent beside the H100 and H200: dense peaks from NVIDIA's datasheets (without
+# sparsity), float32 charged at the TF32 tensor-core peak where the GPU has one (as the H100's);
+# memory as XLA's target-config spec of the GPU records the driver's figure, or the datasheet's.
+A100_40GB = Device("NVIDIA A100 SXM 40GB", {"bfloat16": 312e12, "float32": 156e12},
+                   42_331_013_120,
+                   "NVIDIA's A100 datasheet: 312 TFLOP/s dense bf16, 156 TF32; 40 GB HBM2 "
+                   "(42,331,013,120 B as XLA's a100_sxm_40 spec records the driver's figure)")
+A100_80GB = Device("NVIDIA A100 SXM 80GB", {"bfloat16": 312e12, "float32": 156e12},
+                   85_100_068_864,
+                   "NVIDIA's A100 datasheet: 312 TFLOP/s dense bf16, 156 TF32; 80 GB HBM2e "
+                   "(85,100,068,864 B as XLA's a100_sxm_80 spec records the driver's figure)")
+L4 = Device("NVIDIA L4", {"bfloat16": 121e12, "float32": 60e12}, 24e9,
+            "NVIDIA's L4 datasheet: 242 TFLOP/s bf16 and 120 TF32 with sparsity, so 121 and 60 "
+            "dense; 24 GB GDDR6 (the datasheet's 24·10⁹ B: the driver's figure is not recorded "
+            "here)")
+# Volta has neither TF32 nor bfloat16 tensor cores: both dtypes at the float32 peak (a bfloat16
+# matmul or convolution is computed in float32 there).
+V100 = Device("NVIDIA V100 SXM2 16GB", {"bfloat16": 15.7e12, "float32": 15.7e12},
+              16_935_682_048,
+              "NVIDIA's V100 datasheet: 15.7 TFLOP/s float32 (SXM2), no TF32 or bfloat16 units; "
+              "16 GB HBM2 (16,935,682,048 B as XLA's v100 spec records the driver's figure)")
+DEVICES.update({"a100": A100_80GB, "a100_40gb": A100_40GB, "l4": L4, "v100": V100})
+
 # --- Links ----------------------------------------------------------------------------------------
 
 PCIE3 = Link("PCIe 3.0 x16", alpha=10e-6, beta=1 / 12e9,
@@ -209,6 +232,23 @@ HOST_DDR3 = Link("DDR3-1600 × 4 channels", alpha=0.0, beta=0.0, gamma=1 / 51.2e
 # H100, NVIDIA's figures); latency left out (it is microseconds against milliseconds of step).
 NVLINK4 = Link("NVLink 4 (8 GPUs, NVSwitch)", alpha=0.0, beta=1 / 370e9,
                source="nccl-tests on DGX H100: ≈ 370 GB/s all-reduce bus bandwidth")
+# The older NVLinks and PCIe: their all-reduce bus bandwidth is not measured here, so each is its
+# rating per direction times the share NVLINK4 reaches of its own (370 of 450 GB/s per direction)
+# or PCIE3 of its own (12 of 15.75 GB/s): an assumption, said beside each.
+_NVLINK_SHARE = 370 / 450
+_PCIE_SHARE = 12 / 15.75
+NVLINK3 = Link("NVLink 3 (8 GPUs, NVSwitch)", alpha=0.0, beta=1 / (_NVLINK_SHARE * 300e9),
+               source="NVIDIA's A100 datasheet: NVLink 600 GB/s, 300 per direction; × 370/450, "
+                      "the share the H100 node's all-reduce reaches (assumed, not measured)")
+NVLINK2 = Link("NVLink 2 (8 GPUs, hybrid cube-mesh)", alpha=0.0, beta=1 / (_NVLINK_SHARE * 150e9),
+               source="NVIDIA's V100 datasheet: NVLink 300 GB/s, 150 per direction; × 370/450, "
+                      "the share the H100 node's all-reduce reaches (assumed, not measured)")
+PCIE4 = Link("PCIe 4.0 x16 (no NVLink)", alpha=10e-6, beta=1 / (_PCIE_SHARE * 31.5e9),
+             source="PCIe 4.0 x16: 31.5 GB/s per direction (PCI-SIG); × 12/15.75, PCIE3's share "
+                    "in practice (assumed); 10 µs per copy as PCIe 3.0. The L4 has no NVLink")
+# How each GPU's node joins its GPUs (an 8-GPU HGX / DGX board; the L4's servers have none).
+NODE_LINKS = {"h100": NVLINK4, "h200": NVLINK4, "a100": NVLINK3, "a100_40gb": NVLINK3,
+              "l4": PCIE4, "v100": NVLINK2}
 # One 400 Gb/s ConnectX-7 NIC per GPU in DGX H100 / H200 nodes.
 NDR400 = Link("InfiniBand NDR 400 Gb/s per GPU", alpha=0.0, beta=1 / 50e9,
               source="DGX H100/H200: one 400 Gb/s ConnectX-7 NIC per GPU, 50 GB/s")
@@ -299,13 +339,13 @@ def paper_machines() -> dict[str, Machine]:
 
 def gpu_node(device: str, *, gpus_per_node: int = 8, nodes: int = 1,
              network_bytes_per_s: float | None = None) -> Machine:
-  """Nodes of `gpus_per_node` H100s or H200s on NVLink, joined by one NIC per GPU (400 Gb/s
-  unless `network_bytes_per_s` says otherwise); uncalibrated."""
+  """Nodes of `gpus_per_node` GPUs of `device` (a key of NODE_LINKS) on their node's link, joined
+  by one NIC per GPU (400 Gb/s unless `network_bytes_per_s` says otherwise); uncalibrated."""
   network = NDR400 if network_bytes_per_s is None else Link(
       f"{network_bytes_per_s / 1e9:g} GB/s per GPU", alpha=0.0, beta=1 / network_bytes_per_s,
       source="as described")
   return Machine(f"{nodes} × {gpus_per_node} {DEVICES[device].name}", DEVICES[device],
-                 devices_per_node=gpus_per_node, nodes=nodes, node_link=NVLINK4,
+                 devices_per_node=gpus_per_node, nodes=nodes, node_link=NODE_LINKS[device],
                  network=network if nodes > 1 else None)
 
 
