@@ -238,7 +238,12 @@ def free_disk_bytes(path: str) -> int:
 
 
 def _gb(n: float) -> str:
-  return f"{n / 1e9:,.1f} GB"
+  """A size in words: GB to a tenth, or MB / kB where a tenth of a GB would read "0.0 GB" (a
+  test's set, a nearly full disk)."""
+  for unit, scale in (("GB", 1e9), ("MB", 1e6)):
+    if n >= scale / 10:
+      return f"{n / scale:,.1f} {unit}"
+  return f"{n / 1e3:,.1f} kB"
 
 
 def prepare(data, out: str, *, source: str, colour: str, size: int, encode_many,
@@ -422,6 +427,11 @@ def decide(asked: str, *, set_bytes: int, share_bytes: int, data: int, platform:
   and does not fit there."""
   if asked == "host":
     return Placement(HOST, data, "decoded_placement 'host'")
+  if asked == SPLIT and data < 2:
+    raise UserError(
+        f"decoded_placement 'split' shares the set's rows over the mesh's data axis, and this "
+        f"mesh has {data} data shard: use decoded_placement = 'devices' (a whole copy on each "
+        f"device), 'host' or 'auto'.")
   if asked == "auto" and platform == "cpu":
     # CPU "devices" are the host's own cores: gathering on host threads costs the step nothing
     # it would not pay on the devices (docs/input_pipeline.md).

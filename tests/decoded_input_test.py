@@ -301,8 +301,9 @@ class DecodedTest(absltest.TestCase):
       prepare.prepare(f"folder:{self.folder}", out, image_format="decoded", colour="rgb",
                       size=STORED, free_disk=needed - 1)
     message = str(raised.exception)
-    self.assertEqual(message, f"--out {out!r} needs 0.0 GB more for 31 images of 3,072 bytes "
-                              f"(rgb, 32²) and its disk has 0.0 GB free; free space or prepare "
+    # Sizes under a tenth of a GB in kB, not "0.0 GB" (needed: 31 × 3,076 bytes = 95.4 kB).
+    self.assertEqual(message, f"--out {out!r} needs 95.4 kB more for 31 images of 3,072 bytes "
+                              f"(rgb, 32²) and its disk has 95.4 kB free; free space or prepare "
                               f"elsewhere (or with --colour=yuv420, half the bytes).")
     self.assertFalse(os.path.exists(out))
     prepare.prepare(f"folder:{self.folder}", out, image_format="decoded", colour="rgb",
@@ -317,9 +318,10 @@ class DecodedTest(absltest.TestCase):
       source.asked = asked
       return source.decide(data=2, platform=platform, budget=budget).where
 
-    with self.assertRaisesRegex(UserError, r"^decoded_placement 'devices': the 0\.0 GB training "
-                                r"set of .* \(0\.0 GB per device split over the mesh's 2 data "
-                                r"shards\) does not fit in the 0\.0 GB each device has for it; "
+    # 24 rows of 1,536 bytes: 36.9 kB, 18.4 kB a share, a budget a byte short of it.
+    with self.assertRaisesRegex(UserError, r"^decoded_placement 'devices': the 36\.9 kB training "
+                                r"set of .* \(18\.4 kB per device split over the mesh's 2 data "
+                                r"shards\) does not fit in the 18\.4 kB each device has for it; "
                                 r"use decoded_placement = 'host' or 'auto'"):
       where("devices", share - 1)
     # A budget the set fits exactly is enough; a share, split; less, host under auto.
@@ -336,6 +338,14 @@ class DecodedTest(absltest.TestCase):
                      (decoded.HOST, "the GPU devices report no memory statistics, so whether "
                                     "the set fits cannot be known; 'auto' reads it on the host"))
     self.assertEqual(where("devices", None), decoded.SPLIT)
+    # 'split' on a mesh without a data axis to split over: refused whatever the memory, as such
+    # (not as a set that "does not fit").
+    source.asked = "split"
+    for budget in (set_bytes, None):
+      with self.assertRaisesRegex(UserError, r"^decoded_placement 'split' shares the set's rows "
+                                  r"over the mesh's data axis, and this mesh has 1 data shard: "
+                                  r"use decoded_placement = 'devices'"):
+        source.decide(data=1, platform="gpu", budget=budget)
 
   def test_the_config_names_a_decoded_set_and_bad_values_get_one_sentence(self):
     config = default.get_config()

@@ -102,7 +102,7 @@ def refusal(scheme: str, backend: str, source: str) -> str | None:
   if (backend, scheme) in REFUSED:
     return REFUSED[backend, scheme]
   if source == "decoded split" and SCHEMES[scheme][0] == 1:
-    return "decoded_placement 'split': "
+    return "decoded_placement 'split' shares the set's rows over the mesh's data axis, and this mesh has 1 data shard"
   return None
 
 
