@@ -123,6 +123,21 @@ class OtherGpusTest(absltest.TestCase):
     # its calibration from its own peak equals the H200's (the same peak).
     self.assertEqual(node("h100").efficiency, h200.efficiency)
 
+  def test_the_command_ranks_an_a100_and_says_its_compute_is_assumed(self):
+    result = subprocess.run([sys.executable, "-m", "benchmarks.choosing.choose_scheme",
+                             "--analytic", "--gpu=a100"], cwd=ROOT, capture_output=True,
+                            text=True, timeout=300)
+    self.assertEqual(result.returncode, 0, result.stderr[-2000:])
+    lines = result.stdout.splitlines()
+    self.assertIn("No NVIDIA A100 SXM 80GB step was measured: its compute is the H200's measured "
+                  "share of this GPU's own peak, an assumption (read the ranking, not the times).",
+                  lines[0])
+    ranked = [line.split(" | ")[0].strip("| ") for line in lines if line.startswith("| ")][1:]
+    refused = [line.split(": ")[1] for line in result.stderr.splitlines()
+               if line.startswith("not possible: ")]
+    self.assertCountEqual(ranked + refused, [c[0] for c in choose_scheme.candidates(8, 8)])
+    self.assertGreater(len(ranked), 10)
+
   def test_every_gpu_and_link_names_its_source(self):
     for key in gpu_topologies.GPUS:
       device, link = hardware.DEVICES[key], hardware.NODE_LINKS[key]
@@ -152,9 +167,15 @@ def row(scheme: str, images_per_sec: int) -> dict:
 class WhyTest(absltest.TestCase):
 
   def test_the_best_wins_over_the_best_of_another_scheme(self):
-    rows = [row("owt 2×4 (c)", 400_000), row("owt 2×4 (a)", 399_000), row("data 8×1", 300_000)]
+    rows = [row("owt 2×4 (c)", 400_000), row("owt 2×4 (b)", 370_000), row("data 8×1", 300_000)]
     self.assertStartsWith(choose_scheme.why(rows), "owt 2×4 (c) wins: 2.56 ms a step against "
                           "3.41 for the best data (data 8×1)")
+
+  def test_variants_of_the_best_scheme_within_the_models_error_are_said_to_tie(self):
+    rows = [row("owt 2×4 (c)", 400_000), row("owt 2×4 (a)", 399_000),
+            row("owt 1×8 (a)", 370_000), row("data 8×1", 300_000)]  # (a) 0.25%, 1×8 7.5% apart.
+    self.assertStartsWith(choose_scheme.why(rows), "owt 2×4 (a) lies within 5% of owt 2×4 (c), "
+                          "inside the model's error: a tie. owt 2×4 (c) wins: 2.56 ms a step")
 
   def test_rates_closer_than_the_models_error_are_a_tie(self):
     rows = [row("data 8×1", 400_000), row("owt 4×2 (c)", 390_000)]  # 2.5% apart.

@@ -170,6 +170,11 @@ def measured_model(model: str) -> str:
   return model if any(r["model"] == model for r in gpu_topologies.one_gpu_rows()) else "alexnet"
 
 
+# The GPUs whose compute the one-GPU steps in docs/gpu.json measured: the H200, and the H100, the
+# same processor at the same peak (gpu_topologies.calibrated_node).
+MEASURED_GPUS = ("h100", "h200")
+
+
 def why(rows: list[dict]) -> str:
   """One sentence on why the best wins over the best of another scheme (the variants of one
   scheme often tie)."""
@@ -187,6 +192,11 @@ def why(rows: list[dict]) -> str:
   else:
     verdict = (f"{best['scheme']} wins: {best['step_ms']} ms a step against {other['step_ms']} "
                f"for the best {family(other)} ({other['scheme']}) — ")
+  tied = [r["scheme"] for r in rows[1:] if family(r) == family(best)
+           and r["images_per_sec"] / best["images_per_sec"] > 1 - TIE]
+  if tied:
+    verdict = (f"{', '.join(tied)} {'lies' if len(tied) == 1 else 'lie'} within {TIE:.0%} of "
+               f"{best['scheme']}, inside the model's error: a tie. ") + verdict
   return (verdict + f"{best['compute_ms']} ms of compute "
           f"against {other['compute_ms']}, {best['communication_ms']} ms of communication not "
           f"hidden behind it against {other['communication_ms']}; {best['scheme']} sends "
@@ -227,7 +237,11 @@ def main(argv):
            f"analytic bytes, every transfer exposed, HBM unknown: {not_compiled}.")
         + ("" if machine.model.startswith(measured_model(machine.model)) else
            f" No one-GPU {machine.model} step was measured: its FLOPs run at the share of the "
-           f"peak the H200's {measured_model(machine.model)} steps reached."))
+           f"peak the H200's {measured_model(machine.model)} steps reached.")
+        + ("" if machine.gpu in MEASURED_GPUS else
+           f" No {hardware.DEVICES[machine.gpu].name} step was measured: its compute is the "
+           f"H200's measured share of this GPU's own peak, an assumption (read the ranking, not "
+           f"the times)."))
   print(table(rows))
   print(why(rows))
   for r in refused:
