@@ -387,8 +387,9 @@ ETHERNET_50G = Link("50 Gbit/s Ethernet, one ConnectX-4 per server", alpha=0.0, 
                     source="Goyal et al. 2017 (arXiv:1706.02677) §4: each server has 'a Mellanox "
                            "ConnectX-4 50Gbit Ethernet network card', 6.25 GB/s per direction; "
                            "the sum left out (no source for where Gloo ran it)")
-# Goyal et al. §4: on 32 servers (256 GPUs) recursive halving and doubling ran 3× as fast as the
-# ring (bucket) algorithm; both send 2(p − 1)/p·b per server, so the difference is latency.
+# On 32 servers (256 GPUs) recursive halving and doubling ran 3× as fast as the ring (bucket)
+# algorithm: recalled from Goyal et al. (2017), not in this project's references: unverified. Both
+# send 2(p − 1)/p·b per server, so the difference is latency.
 GOYAL2017_HALVING_DOUBLING_SPEEDUP = {"servers": 32, "speedup": 3.0}
 
 P2_LAYOUT = (
