@@ -381,8 +381,8 @@ NVLINK1 = Link("NVLink 1.0 (P100), one link between ring neighbours", alpha=0.0,
                       "lower bound on its speed); latency left out as for NVLink 4; the sum at "
                       "the P100's 732 GB/s")
 # "a Mellanox ConnectX-4 50Gbit Ethernet network card" per server (Goyal et al. §4). Its latency
-# per message is derived from the paper's halving/doubling-over-ring speed-up
-# (GOYAL2017_HALVING_DOUBLING_SPEEDUP, costmodel.latency_from_speedup): the paper gives no latency.
+# per message is derived from a recalled, unverified halving/doubling-over-ring speed-up
+# (GOYAL2017_HALVING_DOUBLING_SPEEDUP, costmodel.latency_from_speedup): no source gives a latency.
 ETHERNET_50G = Link("50 Gbit/s Ethernet, one ConnectX-4 per server", alpha=0.0, beta=8 / 50e9,
                     source="Goyal et al. 2017 (arXiv:1706.02677) §4: each server has 'a Mellanox "
                            "ConnectX-4 50Gbit Ethernet network card', 6.25 GB/s per direction; "
