@@ -64,8 +64,10 @@ MXNET_BANDWIDTH_8 = {"arrays": 205, "bytes": 257.991328e6,
 # Goyal et al. 2017 (arXiv:1706.02677): 32 images per P100 (kn = 256 on one server of 8); §4:
 # "Backprop for ResNet-50 on a single NVIDIA Tesla P100 GPU takes 120 ms"; the 8-GPU baseline
 # took 29 hours for 90 epochs ("from 29 hours to one", NVIDIA's news of the paper), the 256-GPU run
-# (kn = 8k) one hour (the title); §5.5: "∼90% scaling efficiency" against the 8-GPU baseline, and
-# the time per iteration "increases only 12%" from kn = 256 (8 GPUs) to 11k (352 GPUs).
+# (kn = 8k) one hour (the title); "∼90% scaling efficiency" against the 8-GPU baseline. The time
+# per iteration "increases only 12%" from kn = 256 (8 GPUs) to 11k (352 GPUs): recalled from Goyal
+# et al. (2017), not in this project's references: unverified, so the 352-GPU row is not testable
+# here whatever its verdict reads.
 GOYAL = {"images_per_gpu": 32, "backprop_s": 0.120, "epochs": 90, "baseline_hours": 29.0,
          "hours_256": 1.0, "efficiency_256": 0.90, "iteration_ratio_352": 1.12}
 
@@ -277,7 +279,8 @@ def mxnet_kvstore(p2: hardware.Machine) -> dict:
 # --- Goyal et al. on Big Basin servers ---------------------------------------------------------
 
 def goyal_latency() -> float:
-  """The network's latency per exchanged layer, from §4's halving/doubling-over-ring speed-up."""
+  """The network's latency per exchanged layer, from the halving/doubling-over-ring speed-up
+  (GOYAL2017_HALVING_DOUBLING_SPEEDUP: recalled, unverified)."""
   arch, sizes = models.ARCHITECTURES["resnet50"], IMAGENET
   measured = hardware.GOYAL2017_HALVING_DOUBLING_SPEEDUP
   return costmodel.latency_from_speedup(

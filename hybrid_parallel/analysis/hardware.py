@@ -381,14 +381,15 @@ NVLINK1 = Link("NVLink 1.0 (P100), one link between ring neighbours", alpha=0.0,
                       "lower bound on its speed); latency left out as for NVLink 4; the sum at "
                       "the P100's 732 GB/s")
 # "a Mellanox ConnectX-4 50Gbit Ethernet network card" per server (Goyal et al. §4). Its latency
-# per message is derived from the paper's halving/doubling-over-ring speed-up
-# (GOYAL2017_HALVING_DOUBLING_SPEEDUP, costmodel.latency_from_speedup): the paper gives no latency.
+# per message is derived from a recalled, unverified halving/doubling-over-ring speed-up
+# (GOYAL2017_HALVING_DOUBLING_SPEEDUP, costmodel.latency_from_speedup): no source gives a latency.
 ETHERNET_50G = Link("50 Gbit/s Ethernet, one ConnectX-4 per server", alpha=0.0, beta=8 / 50e9,
                     source="Goyal et al. 2017 (arXiv:1706.02677) §4: each server has 'a Mellanox "
                            "ConnectX-4 50Gbit Ethernet network card', 6.25 GB/s per direction; "
                            "the sum left out (no source for where Gloo ran it)")
-# Goyal et al. §4: on 32 servers (256 GPUs) recursive halving and doubling ran 3× as fast as the
-# ring (bucket) algorithm; both send 2(p − 1)/p·b per server, so the difference is latency.
+# On 32 servers (256 GPUs) recursive halving and doubling ran 3× as fast as the ring (bucket)
+# algorithm: recalled from Goyal et al. (2017), not in this project's references: unverified. Both
+# send 2(p − 1)/p·b per server, so the difference is latency.
 GOYAL2017_HALVING_DOUBLING_SPEEDUP = {"servers": 32, "speedup": 3.0}
 
 P2_LAYOUT = (
