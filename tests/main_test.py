@@ -92,8 +92,11 @@ class RunTest(absltest.TestCase):
     process (a sitecustomize: a machine without a package, a device without memory)."""
     tmp = tempfile.mkdtemp()
     self.addCleanup(shutil.rmtree, tmp, ignore_errors=True)
-    return tmp, run_main("--config=configs/single.py", *args, f"--workdir={tmp}/run",
-                         env=testing.environment_with_sitecustomize(f"{tmp}/site", code))
+    env = testing.environment_with_sitecustomize(f"{tmp}/site", code)
+    # The sitecustomize runs before main.py's folder is on sys.path: the code may import the
+    # project's modules (train) from the repository root.
+    env["PYTHONPATH"] = testing.pythonpath_with(os.pathsep.join([f"{tmp}/site", ROOT]))
+    return tmp, run_main("--config=configs/single.py", *args, f"--workdir={tmp}/run", env=env)
 
   def error_lines(self, result) -> list[str]:
     """The `error:` lines of a run that failed as a user's run should: exit 1, no traceback."""
