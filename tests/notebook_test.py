@@ -20,7 +20,8 @@ NOTEBOOK = os.path.join(ROOT, "notebooks", "colab.ipynb")
 # The notebook's default is 300 steps; 150 take ~10 s on 2 cores. Its CPU run (hybrid4 narrowed:
 # alexnet_tiny, batch 64, rate 0.05, dropout 0.25, the rate × 0.1 after 60% of the steps; see
 # notebooks/runtime.py for why 0.05) at 150 steps, measured 2026-11-28 (AMD EPYC, 2 cores, JAX
-# 0.10.2, XLA:CPU at -O0 as here) on seeds 0-7: test top-1 0.831-0.864, test loss 0.48-0.58. Its
+# 0.10.2, XLA:CPU at -O0 as here) on seeds 0-7: test top-1 0.831-0.864, test loss 0.48-0.58;
+# under JAX 0.12.0.1 on seeds 0-3: 0.817-0.853, loss 0.49-0.56. Its
 # trajectory is chaotic: a change of rounding alone (another CPU, another XLA) moves it, so the
 # bound is far from the runs: "well above chance" is top-1 above 0.70 (13 points, 47 test images,
 # below the worst run; chance is 0.10) and loss below 1.0 (chance: ln 10 ≈ 2.30).
