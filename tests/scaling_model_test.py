@@ -36,6 +36,8 @@ class PublishedRowsTest(absltest.TestCase):
     self.assertEqual(bbva["resnet50_cifar"]["paper"], 0.90)  # the post's "90% efficiency".
     self.assertIsNone(bbva["alexnet"]["paper"])  # "bandwidth demanding": a claim, no figure.
     self.assertEqual([row["gpus"] for row in self.result["goyal2017"]], [256, 352])
+    # The 352-GPU figure has no source among the references: no verdict is drawn from it.
+    self.assertEqual(self.result["goyal2017"][1]["verdict"], papers_2017.UNVERIFIED_352)
     # Each machine's constants are listed with a source, the calibrated ones named so.
     constants = self.result["constants"]
     for machine in ("AWS p2.8xlarge", "Big Basin"):

@@ -418,8 +418,10 @@ def big_basin(servers: int, *, network_alpha: float) -> Machine:
   message `network_alpha` (derived: costmodel.latency_from_speedup); uncalibrated."""
   network = dataclasses.replace(
       ETHERNET_50G, alpha=network_alpha,
-      source=ETHERNET_50G.source + "; α DERIVED from §4's 3× of recursive halving and doubling "
-                                   "over the ring on 32 servers (costmodel.latency_from_speedup)")
+      source=ETHERNET_50G.source + "; α DERIVED from a 3× of recursive halving and doubling "
+                                   "over the ring on 32 servers, recalled from the paper and not "
+                                   "in this project's references: unverified "
+                                   "(costmodel.latency_from_speedup)")
   return Machine(f"{servers} Big Basin servers of 8 P100s", P100_SXM2, devices_per_node=8,
                  nodes=servers, node_link=NVLINK1, network=network if servers > 1 else None,
                  network_per_node=True, layout_source=BIG_BASIN_LAYOUT)
