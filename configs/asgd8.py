@@ -13,7 +13,7 @@ final accuracy (`preset_choice` in benchmarks/papers/asynchronous_findings.py).
   python main.py --config=configs/asgd8.py
 
 Expected: about 97.5% test top-1 on digits (seed 0; over other seeds, and against synchronous
-data parallelism on the same 8 devices: docs/asynchronous.md). Cost: about 4 minutes on a 2-core
+data parallelism on the same 8 devices: docs/asynchronous.md). Cost: about 1 minute on a 2-core
 CPU, 8 simulated devices; docs/configs.md has the measured run. It is slower than synchronous
 training on equal GPUs by the time model (docs/asynchronous.md): use it to study A-SGD, not to
 train faster.

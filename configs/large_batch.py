@@ -10,7 +10,7 @@ runs take minutes on a CPU: batch 256 from η = 0.02 per 32 images, 5 epochs of 
   python main.py --config=configs/large_batch.py --config.optimizer=lars \
       --config.base_learning_rate=0.25   # LARS's η at batch 32
 
-Expected: about 98.5% test top-1 on digits. Cost: about 2 minutes on a 2-core CPU;
+Expected: about 98.5% test top-1 on digits. Cost: about 1 minute on a 2-core CPU;
 docs/configs.md has the measured run. With LARS, η = 0.25 is the best rate of the sweep's grid
 on the full-width alexnet (docs/large_batch.md); at this tiny width it was not searched.
 """

@@ -93,8 +93,8 @@ class RunTest(absltest.TestCase):
     tmp = tempfile.mkdtemp()
     self.addCleanup(shutil.rmtree, tmp, ignore_errors=True)
     env = testing.environment_with_sitecustomize(f"{tmp}/site", code)
-    # The sitecustomize runs before main.py's folder is on sys.path: the code may import the
-    # project's modules (train) from the repository root.
+    # The sitecustomize runs before Python adds main.py's folder to the places it imports from:
+    # the code may import the project's modules (train), so the repository root is given.
     env["PYTHONPATH"] = testing.pythonpath_with(os.pathsep.join([f"{tmp}/site", ROOT]))
     return tmp, run_main("--config=configs/single.py", *args, f"--workdir={tmp}/run", env=env)
 
