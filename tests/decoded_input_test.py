@@ -92,10 +92,11 @@ def mesh_sharding(devices: int):
 
 
 def finished_batches(source, sharding, *, position: int, steps: int, batch: int = 8,
-                     seed: int = 0):
+                     seed: int = 0, finish=None):
   """The augmented float32 global batches of `steps` steps from `position` (train_iterator's,
-  finished by the source's device_input as the step finishes them)."""
-  finish = source.device_input(sharding, seed=seed)
+  finished by the source's device_input as the step finishes them; by `finish`, that
+  device_input made already, where given: its program then compiles once for many calls)."""
+  finish = finish or source.device_input(sharding, seed=seed)
   batches = input_pipeline.train_iterator(source, sharding, batch, seed=seed, position=position)
   try:
     return [(np.asarray(finish.finish_train(inputs, next_position - 1)), np.asarray(labels),
@@ -223,9 +224,12 @@ class DecodedTest(absltest.TestCase):
                              mesh_sharding(1), position=0, steps=5)  # 3 steps an epoch
     for devices, where in ((8, decoded.WHOLE), (8, decoded.SPLIT), (2, decoded.SPLIT)):
       source = self.decoded_source(self.yuv, where, data=devices)
+      # One device_input for every start: each start is a new stream of batches from there,
+      # finished by the same program (a function of the rows and the step only).
+      finish = source.device_input(mesh_sharding(devices), seed=0)
       for start in (0, 2, 3, 4):  # before, at and after the epoch boundary
         resumed = finished_batches(source, mesh_sharding(devices), position=start,
-                                   steps=5 - start)
+                                   steps=5 - start, finish=finish)
         for (images, labels, position), (want, want_labels, want_position) in zip(
             resumed, whole[start:]):
           # The same pixels, crops, flips and lighting draws; the float32 arithmetic of the
@@ -453,33 +457,36 @@ class CompileOnceTest(absltest.TestCase):
 
 # Each of two processes (jax.distributed on localhost, one CPU device each) reads its own memory
 # (a different amount each, as two hosts would) or its own files, and asks load_dataset where
-# the set goes; it prints the answer.
+# the set goes; it prints the answer. It asks once for each pair of directories it is given
+# (its own the first or the second of each pair), in one job: one start of the processes serves
+# every question.
 _LOAD_IN_A_PROCESS = """
 import json, sys
 from unittest import mock
 import jax
-process, port, directory = int(sys.argv[1]), sys.argv[2], sys.argv[3 + int(sys.argv[1])]
+process, port, pairs = int(sys.argv[1]), sys.argv[2], sys.argv[3:]
 jax.distributed.initialize(coordinator_address=f"127.0.0.1:{port}", num_processes=2,
                            process_id=process)
 import experiment
 from configs import default
 from hybrid_parallel.errors import UserError
 from input_pipeline import decoded
-config = default.get_config()
-config.update(dataset=f"decoded:{directory}", model="alexnet_owt_tiny", image_size=64,
-              global_batch_size=8, decoded_placement="devices", parallelism="data")
-config.mesh.data = 2
-spec = experiment.resolve(config, processes=2)
-step = experiment.step_memory_bytes(spec, num_classes=3, devices=jax.devices())
-source = decoded.DecodedDataset(directory, image_size=64)
-# Process 0 has room for the whole set beside the step; process 1 for its share only.
-room = step + (source.set_bytes if process == 0 else source.rows_per_device(2) *
-               source.manifest.bytes_per_image)
-with mock.patch.object(decoded, "available_memory_bytes", return_value=2 * room):
-  try:
-    print(json.dumps(experiment.load_dataset(spec).placement.where))
-  except UserError as e:
-    print(json.dumps(f"error: {e}"))
+for directory in pairs[process::2]:
+  config = default.get_config()
+  config.update(dataset=f"decoded:{directory}", model="alexnet_owt_tiny", image_size=64,
+                global_batch_size=8, decoded_placement="devices", parallelism="data")
+  config.mesh.data = 2
+  spec = experiment.resolve(config, processes=2)
+  step = experiment.step_memory_bytes(spec, num_classes=3, devices=jax.devices())
+  source = decoded.DecodedDataset(directory, image_size=64)
+  # Process 0 has room for the whole set beside the step; process 1 for its share only.
+  room = step + (source.set_bytes if process == 0 else source.rows_per_device(2) *
+                 source.manifest.bytes_per_image)
+  with mock.patch.object(decoded, "available_memory_bytes", return_value=2 * room):
+    try:
+      print(json.dumps(experiment.load_dataset(spec).placement.where))
+    except UserError as e:
+      print(json.dumps(f"error: {e}"))
 """
 
 
@@ -493,9 +500,11 @@ class ProcessesTest(absltest.TestCase):
     cls.tmp = tempfile.mkdtemp()
     _, cls.yuv = model_sized_sets(cls.tmp, jpeg=False)
 
-  def load_in_two_processes(self, *directories) -> list:
+  def load_in_two_processes(self, *pairs) -> list[list]:
+    """Each process's answers, one per pair of directories (process 0's, process 1's)."""
     from tests.faults_test import ROOT, free_port
     port = str(free_port())
+    directories = [directory for pair in pairs for directory in pair]
     processes = [subprocess.Popen([sys.executable, "-c", _LOAD_IN_A_PROCESS, str(i), port,
                                    *directories], cwd=ROOT, stdout=subprocess.PIPE,
                                   stderr=subprocess.PIPE, text=True) for i in range(2)]
@@ -503,14 +512,11 @@ class ProcessesTest(absltest.TestCase):
     for process in processes:
       stdout, stderr = process.communicate(timeout=300)
       self.assertEqual(process.returncode, 0, stderr[-3000:])
-      answers.append(json.loads(stdout.strip().splitlines()[-1]))
-    return answers
+      answers.append([json.loads(line) for line in stdout.strip().splitlines()[-len(pairs):]])
+    return [[mine[i] for mine in answers] for i in range(len(pairs))]
 
   def test_two_processes_place_the_set_alike_and_refuse_different_copies(self):
-    # Alone, process 0 would hold the whole set and process 1 its share: they run one program,
-    # so both split it (the smaller room decides).
-    self.assertEqual(self.load_in_two_processes(self.yuv, self.yuv), [decoded.SPLIT] * 2)
-    # A copy with fewer images on one host: each process stops with the same sentence.
+    # Both questions to one job of two processes, one after the other.
     fewer = os.path.join(self.tmp, "fewer")
     shutil.copytree(self.yuv, fewer)
     manifest = decoded.Manifest.read(fewer)
@@ -521,7 +527,12 @@ class ProcessesTest(absltest.TestCase):
       json.dump(fields, f)
     os.truncate(os.path.join(fewer, "train.images"), 12 * manifest.bytes_per_image)
     os.truncate(os.path.join(fewer, "train.labels"), 12 * 4)
-    self.assertEqual(self.load_in_two_processes(self.yuv, fewer),
+    alike, different = self.load_in_two_processes((self.yuv, self.yuv), (self.yuv, fewer))
+    # Alone, process 0 would hold the whole set and process 1 its share: they run one program,
+    # so both split it (the smaller room decides).
+    self.assertEqual(alike, [decoded.SPLIT] * 2)
+    # A copy with fewer images on one host: each process stops with the same sentence.
+    self.assertEqual(different,
                      [f"error: the processes read different copies of decoded:{directory}: "
                       f"num_train is {TRAIN} on process 0, 12 on process 1; give every process "
                       f"the same files." for directory in (self.yuv, fewer)])
