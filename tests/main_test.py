@@ -1,9 +1,11 @@
 """main.py as a user runs it: what only the machine can tell is one sentence and exit 1; a run
 writes its metrics and a profile."""
 
+import contextlib
 import glob
 import gzip
 import importlib.util
+import io
 import json
 import os
 import re
@@ -141,16 +143,24 @@ class RunTest(absltest.TestCase):
                      "8 simulated CPU device(s) per process: JAX runs on the CPU here.")
 
   def test_resnet50_is_a_model_the_dry_run_resolves(self):
+    # main.py's parsing and main() in this process (testing.main_in_process): what is asked is
+    # the run the flags resolve to, to which a process of its own adds nothing but its start.
+    def dry_run(*args):
+      stdout = io.StringIO()
+      with contextlib.redirect_stdout(stdout):
+        code, stderr = testing.main_in_process([*args, "--dry_run"])
+      return code, stdout.getvalue(), stderr
+
     for scheme in ("single.py", "hybrid4.py"):
-      result = run_main(f"--config=configs/{scheme}", "--config.model=resnet50",
-                        "--config.image_size=224", "--dry_run")
-      self.assertEqual(result.returncode, 0, result.stderr[-3000:])
-      self.assertEqual(json.loads(result.stdout)["model"]["name"], "resnet50")
-    result = run_main("--config=configs/averaging4.py", "--config.model=resnet50", "--dry_run")
-    self.assertEqual(result.returncode, 1)
+      code, stdout, stderr = dry_run(f"--config={ROOT}/configs/{scheme}",
+                                     "--config.model=resnet50", "--config.image_size=224")
+      self.assertEqual(code, 0, stderr[-3000:])
+      self.assertEqual(json.loads(stdout)["model"]["name"], "resnet50")
+    code, _, stderr = dry_run(f"--config={ROOT}/configs/averaging4.py", "--config.model=resnet50")
+    self.assertEqual(code, 1)
     self.assertIn("error: parallelism 'averaging' keeps no batch-norm statistics; train a model "
                   "with batch norm with a synchronous scheme (single, data, model, hybrid, owt).",
-                  result.stderr)
+                  stderr)
 
   # With an accelerator, JAX_PLATFORMS unset puts main.py's default backend on it (one GPU
   # cannot hold the 2×2 mesh: main.py refuses it without --cpu_devices, mesh_test's).
@@ -161,8 +171,10 @@ class RunTest(absltest.TestCase):
     with tempfile.TemporaryDirectory() as cwd, tempfile.TemporaryDirectory() as bin_dir:
       gpu = "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-0)"
       # No --workdir: the run goes to runs/<the config file's name> under the working directory.
+      # A batch of 16 (hybrid4's is 256): what is asked of the run does not depend on it.
       result = run_main(f"--config={ROOT}/configs/hybrid4.py", *TINY,
-                        "--config.num_train_steps=4", "--config.log_every_steps=2",
+                        "--config.global_batch_size=16", "--config.num_train_steps=4",
+                        "--config.log_every_steps=2",
                         "--config.profile_steps=2", cwd=cwd,
                         # JAX_PLATFORMS unset, as a user has it (the suite sets it to cpu).
                         env={"PATH": nvidia_smi_listing(bin_dir, gpu), "JAX_PLATFORMS": ""})
