@@ -54,8 +54,10 @@ class RunConfigTest(absltest.TestCase):
       with contextlib.redirect_stderr(console):
         result = main_runs.run_config(
             "single", workdirs, run_name="tiny",
+            # A batch of 16 (single.py's is 256): how the progress streams does not depend on it.
             overrides=("--config.model=alexnet_tiny", "--config.image_size=64",
-                       "--config.num_train_steps=4", "--config.log_every_steps=2"))
+                       "--config.global_batch_size=16", "--config.num_train_steps=4",
+                       "--config.log_every_steps=2"))
     said_in_order(self, console.getvalue(),
                   "^" + re.escape("tiny | compiling the step for the 1×1 mesh (single) …") + "$",
                   r"^tiny \| compiled in \d+\.\d s; the first step ran in \d+\.\d\d s\.$",
