@@ -26,8 +26,10 @@ from hybrid_parallel.errors import UserError
 from tests import numerics, testing
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-# configs/hybrid4.py with these fields, for every run here.
-TINY_FIELDS = {"model": "alexnet_tiny", "global_batch_size": 64, "eval_every_steps": 100000}
+# configs/hybrid4.py with these fields, for every run here. A batch of 16 (4 images a device):
+# what these tests ask of a run (its signals, saves, restarts, processes) does not depend on the
+# batch, and a step of 16 costs a quarter of one of 64.
+TINY_FIELDS = {"model": "alexnet_tiny", "global_batch_size": 16, "eval_every_steps": 100000}
 
 
 def config_flags(fields: dict) -> list[str]:
@@ -155,8 +157,13 @@ class PreemptionTest(absltest.TestCase):
 
   def test_sigkill_and_restart_end_bitwise_equal_to_an_uninterrupted_run(self):
     with tempfile.TemporaryDirectory() as straight, tempfile.TemporaryDirectory() as killed:
-      uninterrupted = start(straight, *self.STEPS)  # runs beside the killed one.
       process = start(killed, *self.STEPS)
+      # The uninterrupted run starts once the killed one has trained a step, and runs beside it:
+      # the killed one has compiled the programs by then, and the uninterrupted one reads them
+      # from the suite's compilation cache instead of compiling them a second time at once.
+      wait_for(lambda: os.path.exists(os.path.join(killed, "metrics.jsonl")) and losses(killed),
+               processes=[process])
+      uninterrupted = start(straight, *self.STEPS)
       # Killed once it has logged steps past its last checkpoint: the restart repeats them.
       wait_for(lambda: checkpoints(killed) and losses(killed) and
                max(losses(killed)) > max(checkpoints(killed)), processes=[process])
@@ -331,11 +338,13 @@ class MultiProcessTest(absltest.TestCase):
       # fail at once (seen under load) is then ended by the watchdog's sentence, not by the
       # heartbeat's fatal log (which would end it with JAX's own stack dump instead).
       dying = self._training_two_processes(dead, step_timeout_s=20, heartbeat_timeout_s=60)
-      # The heartbeat outlasts the step timeout: the watchdog, not jax.distributed, must notice.
-      hanging = self._training_two_processes(hung, step_timeout_s=10, heartbeat_timeout_s=300)
       # Each is stopped once both its processes train (a logged step): not while they compile,
       # when JAX's coordination service, not a failed collective, is what notices.
       self._wait_until_trained(dead, dying)
+      # The hung job starts once the dying one trains: it runs the same programs, and reads them
+      # from the suite's compilation cache rather than compiling them beside it.
+      # The heartbeat outlasts the step timeout: the watchdog, not jax.distributed, must notice.
+      hanging = self._training_two_processes(hung, step_timeout_s=10, heartbeat_timeout_s=300)
       dying[1].kill()
       killed_at = time.monotonic()
       dying_end = ended(dying[0])
