@@ -31,6 +31,7 @@ whose text is `render_figure(NAME)`: the function declared for NAME in `benchmar
 applied to its JSON. README.md and the guides quote every measured figure so.
 """
 
+import marshal
 import os
 import re
 import sys
@@ -58,14 +59,30 @@ _RECORD = re.compile(r"(<!-- record: (?P<file>[\w.-]+\.json) -->\n)(?P<indent> *
 FIGURE = re.compile(r"(<!-- figure: (?P<name>[\w.-]+) -->)(?P<body>[^\n]*?)(<!-- end -->)")
 
 
+# path → ((its mtime, its size), marshal's bytes of its (record, results)).
+_PARSED: dict[str, tuple[tuple[int, int], bytes]] = {}
+
+
+def _load_results(path: str) -> tuple[dict, object]:
+  """benchmarks.load_results, each version of a file parsed once (asynchronous.json is 4 MB, and
+  dozens of tables and figures read it: parsing it for each was most of a refresh), each call
+  handed a copy of its own (marshal's copy takes a third of a parse), so that no table or figure
+  sees what another did to the rows it was given."""
+  stat = os.stat(path)
+  version = (stat.st_mtime_ns, stat.st_size)
+  if path not in _PARSED or _PARSED[path][0] != version:
+    _PARSED[path] = (version, marshal.dumps(load_results(path)))
+  return marshal.loads(_PARSED[path][1])
+
+
 def _load(path: str):
-  return load_results(path)[1]
+  return _load_results(path)[1]
 
 
 def record_line(file: str, docs: str = DOCS) -> str:
   """The line `Measured DATE on MACHINE: COMMAND (FILE).` from the record of docs/FILE (each
   command of a file merged from several runs in its own code span)."""
-  record, _ = load_results(os.path.join(docs, file))
+  record, _ = _load_results(os.path.join(docs, file))
   commands = "; ".join(f"`{command}`" for command in record["command"].split("; "))
   machine = ("a machine not recorded" if record["machine"] == "unrecorded" else
              record["machine"])
@@ -88,7 +105,7 @@ def render(name: str, docs: str = DOCS) -> str:
   """The Markdown of table `name` from its JSON in `docs` (its results; (record, results) for a
   function marked `with_record`, whose table names where and when its rows were measured)."""
   function, files = SOURCES[name]
-  load = load_results if getattr(function, "with_record", False) else _load
+  load = _load_results if getattr(function, "with_record", False) else _load
   if isinstance(files, tuple):
     return function([load(os.path.join(docs, f)) for f in files])
   return function(load(os.path.join(docs, files)))
@@ -97,7 +114,7 @@ def render(name: str, docs: str = DOCS) -> str:
 def render_figure(name: str, docs: str = DOCS) -> str:
   """The text of figure `name` from its JSON in `docs` (its results, or its record)."""
   function, file = figures.FIGURES[name]
-  record, results = load_results(os.path.join(docs, file))
+  record, results = _load_results(os.path.join(docs, file))
   return function(record if getattr(function, "of_record", False) else results)
 
 
@@ -114,9 +131,12 @@ def refresh(text: str, docs: str = DOCS) -> str:
   its JSON (a figure of no declared name is an error)."""
 
   def block(m):
-    if not measured(m.group("name"), docs):
+    # As `measured` decides, but rendering the table once: its JSON may be megabytes.
+    name = m.group("name")
+    if not all(os.path.exists(os.path.join(docs, f)) for f in _files(name)):
       return m.group(0)
-    return m.group(1) + render(m.group("name"), docs) + "\n" + m.group(4)
+    body = render(name, docs)
+    return m.group(1) + body + "\n" + m.group(4) if body else m.group(0)
 
   def record_block(m):
     return (m.group(1) + m.group("indent") + record_line(m.group("file"), docs) + "\n" +

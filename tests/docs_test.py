@@ -88,18 +88,33 @@ def python_output(test: absltest.TestCase, code: str, *args: str) -> str:
   return result.stdout
 
 
-# Run as `python -c _PARSE_DOCUMENTED NAME ARGVS_JSON`: parses each argv with benchmarks.NAME's
-# flags, then prints the usage `python -m benchmarks.NAME --help` would print.
+# Run as `python -c _PARSE_DOCUMENTED DOCUMENTED_JSON` ({NAME: [argv, ...]}): for each benchmark in
+# turn, imports benchmarks.NAME, parses each argv with its flags, and prints a JSON line of how
+# many it accepted and the usage `python -m benchmarks.NAME --help` would print (or the error);
+# then forgets its flags and the benchmarks' modules it imported, so that the next one defines
+# its own afresh, as in a process of its own. One interpreter for all of them: each would import
+# JAX and the project again (17 interpreters took ~40 s of CPU).
 _PARSE_DOCUMENTED = """
-import importlib, json, sys
+import importlib, json, sys, traceback
 from absl import flags
-name, argvs = sys.argv[1], json.loads(sys.argv[2])
-module = importlib.import_module("benchmarks." + name)
-for argv in argvs:
-  flags.FLAGS.unparse_flags()
-  flags.FLAGS([name, *argv])
-print(f"accepted {len(argvs)} documented commands")
-print("usage:", module.__doc__, flags.FLAGS.module_help(module.__name__))
+import benchmarks
+documented = json.loads(sys.argv[1])
+own_flags, own_modules = set(flags.FLAGS), set(sys.modules)
+for name, argvs in documented.items():
+  try:
+    module = importlib.import_module("benchmarks." + name)
+    for argv in argvs:
+      flags.FLAGS.unparse_flags()
+      flags.FLAGS([name, *argv])
+    print(json.dumps({"name": name, "accepted": len(argvs), "usage": module.__doc__ + " " +
+                      flags.FLAGS.module_help(module.__name__)}))
+  except BaseException:  # a command refused (absl raises) or a module that fails: said, and on.
+    print(json.dumps({"name": name, "error": traceback.format_exc()[-2000:]}))
+  for defined in set(flags.FLAGS) - own_flags:
+    delattr(flags.FLAGS, defined)
+  for imported in set(sys.modules) - own_modules:
+    if imported.startswith("benchmarks."):
+      del sys.modules[imported]
 """
 
 
@@ -538,22 +553,23 @@ class TablesTest(absltest.TestCase):
 class BenchmarksTest(absltest.TestCase):
 
   def test_each_documents_its_usage_and_accepts_the_commands_the_docs_give(self):
-    # One fresh interpreter per benchmark (each imports JAX and defines its own flags), all at
-    # once. A command is accepted when absl parses it: unknown flags, bad values and each
+    # One fresh interpreter, each benchmark's flags defined afresh in turn (_PARSE_DOCUMENTED).
+    # A command is accepted when absl parses it: unknown flags, bad values and each
     # benchmark's validators (e.g. "--config or --all") fail there, before any work.
     documented = {name: [] for name in BENCHMARKS}
     for page, program, argv in documented_commands():
       if program.startswith("benchmarks."):
         documented[program.split(".", 1)[1]].append(argv)
-    runs = {name: subprocess.Popen([sys.executable, "-c", _PARSE_DOCUMENTED, name,
-                                    json.dumps(argvs)], cwd=ROOT, stdout=subprocess.PIPE,
-                                   stderr=subprocess.STDOUT, text=True)
-            for name, argvs in documented.items()}
-    for name, process in runs.items():
-      output, _ = process.communicate(timeout=300)
-      self.assertEqual(process.returncode, 0, f"{name}: {output[-2000:]}")
-      self.assertIn(f"accepted {len(documented[name])} documented commands", output, name)
-      usage = output.split("usage:", 1)[-1]
+    result = subprocess.run([sys.executable, "-c", _PARSE_DOCUMENTED, json.dumps(documented)],
+                            cwd=ROOT, capture_output=True, text=True, timeout=600)
+    self.assertEqual(result.returncode, 0, result.stderr[-2000:])
+    parsed = {row["name"]: row for row in map(json.loads, re.findall(
+        r'^\{"name": .*$', result.stdout, re.M))}  # its lines, amid what a module may print.
+    self.assertEqual(list(parsed), list(documented))
+    for name, row in parsed.items():
+      self.assertNotIn("error", row, f"{name}: {row.get('error')}")
+      self.assertEqual(row["accepted"], len(documented[name]), name)
+      usage = row["usage"]
       self.assertIn(f"python -m benchmarks.{name}", usage, name)  # its docstring's usage,
       self.assertIn("--", usage.split(f"python -m benchmarks.{name}", 1)[-1], name)  # its flags.
 

@@ -38,9 +38,9 @@ def cpu_gemm_flops(n: int = 2048, repeats: int = 10) -> float:
 
 
 @functools.cache
-def this_cpu_flops() -> float:
-  """cpu_gemm_flops, measured once per process."""
-  return cpu_gemm_flops()
+def this_cpu_flops(n: int = 2048) -> float:
+  """cpu_gemm_flops of n² matrices, measured once per process."""
+  return cpu_gemm_flops(n)
 
 
 def peak(devices, dtype: str, cpu_flops: float | None) -> tuple[float | None, str]:
@@ -137,11 +137,14 @@ def rounded(value: float, *, decimals: int | None = None, significant: int | Non
 
 
 def measure(config, *, num_classes: int, steps: int, warmup: int,
-            compiler_options: dict | None = None, pipelined: bool = False) -> dict:
+            compiler_options: dict | None = None, pipelined: bool = False,
+            cpu_gemm_n: int | None = None) -> dict:
   """The harness every step-timing benchmark shares: compiles the config's train step on
   synthetic data, times `steps` calls after `warmup`, and reports images/s of the median step,
   compile seconds, the program's memory (XLA's analysis), the device's peak so far and MFU;
-  `pipelined` adds the same of `pipelined_seconds` (`*_pipelined`)."""
+  `pipelined` adds the same of `pipelined_seconds` (`*_pipelined`). On a CPU the peak is
+  this_cpu_flops of `cpu_gemm_n`² matrices (default 2048; a dry run's 1024² is an eighth of
+  the arithmetic, and its MFU a code path, not a figure)."""
   step, compile_s, compiled, _, devices = compile_step(config, num_classes,
                                                        compiler_options=compiler_options)
   time_steps(step, warmup)
@@ -150,7 +153,8 @@ def measure(config, *, num_classes: int, steps: int, warmup: int,
   flops = costmodel.training_flops_per_image(models.ARCHITECTURES[config.model],
                                              config.image_size, num_classes)
   peak_flops, peak_source = peak(devices, config.dtype,
-                                 this_cpu_flops() if devices[0].platform == "cpu" else None)
+                                 this_cpu_flops(cpu_gemm_n or 2048)
+                                 if devices[0].platform == "cpu" else None)
   memory = compiled.memory_analysis()
   stats = devices[0].memory_stats() or {}
 

@@ -132,6 +132,7 @@ class Sizes:
   trainer_batches: tuple[int, ...]  # main.py against the bare step at each (target >= 0.9x).
   trainer_args: tuple[str, ...]  # main.py's other overrides.
   trainer_profile_steps: int  # main.py's steps traced (after its first), for when the GPU waited.
+  cpu_gemm_n: int = 2048  # on a CPU, the MFU's peak: the rate of cpu_gemm_n² matmuls.
 
   @property
   def goal(self) -> tuple[str, str, int]:
@@ -163,7 +164,8 @@ DRY = Sizes(
     trainer_args=("--config.image_size=64", "--config.synthetic_examples=64",
                   "--config.num_train_steps=6", "--config.log_every_steps=3",
                   "--config.eval_every_steps=6", "--config.checkpoint_every_steps=3"),
-    trainer_profile_steps=2)  # steps 2–3, in the first window: the second is the median's.
+    trainer_profile_steps=2,  # steps 2–3, in the first window: the second is the median's.
+    cpu_gemm_n=1024)  # an eighth of 2048²'s arithmetic: a dry run's MFU is a code path.
 
 # Compiler options to try against XLA's defaults on each platform (tuning); each is one
 # hypothesis about what the profile may show.
@@ -189,7 +191,7 @@ def measure_step(config, sizes: Sizes, *, compiler_options=None) -> dict:
   """step_timing.measure at this run's sizes, each step waited for and pipelined."""
   return step_timing.measure(config, num_classes=sizes.classes, steps=sizes.steps,
                              warmup=sizes.warmup, compiler_options=compiler_options,
-                             pipelined=True)
+                             pipelined=True, cpu_gemm_n=sizes.cpu_gemm_n)
 
 
 def environment() -> dict:

@@ -107,6 +107,10 @@ IMAGENET_TRAIN = 1_281_167  # ILSVRC-2012's training images
 IMAGENET_IMAGES = IMAGENET_TRAIN + 50_000  # train + validation
 PHOTO_SIZES = ((500, 375),) * 4 + ((375, 500), (500, 333), (500, 500), (640, 480), (800, 600),
                                    (333, 500))
+# A dry run's bare steps: the code path timed, not a figure worth the steps (a real run's are
+# each call's own), and its CPU peak from a smaller GEMM (step_timing.measure's cpu_gemm_n).
+DRY_STEPS = {"steps": 2, "warmup": 1}
+DRY_CPU_GEMM_N = 1024
 # Well-tuned convnets reach 15-20% MFU (NVIDIA's ResNet-50 examples: 2,470 images/s on an
 # A100 with AMP, about 19%).
 CONVNET_MFU = 0.15
@@ -119,11 +123,12 @@ def photographs(folder: str | None = None):
     paths = sorted(os.path.join(folder, f) for f in os.listdir(folder)
                    if f.lower().endswith((".jpg", ".jpeg")))
   else:
-    import matplotlib
-    import sklearn
-    paths = [os.path.join(os.path.dirname(sklearn.__file__), "datasets", "images", name)
+    # Found where they are installed, not imported: importing the two takes ~2.5 s of CPU.
+    sklearn, matplotlib = (importlib.util.find_spec(name).submodule_search_locations[0]
+                           for name in ("sklearn", "matplotlib"))
+    paths = [os.path.join(sklearn, "datasets", "images", name)
              for name in ("china.jpg", "flower.jpg")]
-    paths.append(os.path.join(matplotlib.get_data_path(), "sample_data", "grace_hopper.jpg"))
+    paths.append(os.path.join(matplotlib, "mpl-data", "sample_data", "grace_hopper.jpg"))
   from PIL import Image  # the imagenet extra (main() asks for it first).
   return [np.asarray(Image.open(p).convert("RGB")) for p in paths]
 
@@ -285,7 +290,9 @@ def trainer_rows(out_root: str, *, batch: int, steps: int, dry_run: bool) -> lis
   model = "alexnet_owt_tiny" if dry_run else config.model
   image_size = 64 if dry_run else config.image_size
   config.update(model=model, image_size=image_size, dtype="bfloat16", global_batch_size=batch)
-  step = step_timing.measure(config, num_classes=classes, steps=20, warmup=3)
+  step = step_timing.measure(config, num_classes=classes,
+                             **(DRY_STEPS if dry_run else dict(steps=20, warmup=3)),
+                             cpu_gemm_n=DRY_CPU_GEMM_N if dry_run else None)
   rows = []
   # Decoded on a thread per core (the default), then the JPEGs in a worker process per core.
   log_every = max(1, steps // 4)
@@ -386,8 +393,8 @@ def yuv420_vs_jpeg_path(images: list[np.ndarray], *, size: int) -> dict:
           "p99": int(np.percentile(difference, 99)), "max": int(difference.max())}
 
 
-def decoded_rows(out_root: str, *, batches: int, image_size: int,
-                 global_batch: int) -> list[dict]:
+def decoded_rows(out_root: str, *, batches: int, image_size: int, global_batch: int,
+                 dry_run: bool = False) -> list[dict]:
   """Each colour layout read for an `image_size` model: on the first device, the jitted gather,
   colour conversion and augmentation of a batch of row numbers; on the host, batches gathered
   from the memory-mapped file on one thread and on a thread per core."""
@@ -398,7 +405,14 @@ def decoded_rows(out_root: str, *, batches: int, image_size: int,
   config = imagenet_single.get_config()
   config.update(model=config.model if image_size == config.image_size else "alexnet_owt_tiny",
                 image_size=image_size, dtype="bfloat16", global_batch_size=global_batch)
-  step = step_timing.measure(config, num_classes=1000, steps=10, warmup=2, pipelined=True)
+  # A dry run checks the code path, not the figure: its step is the feeding rows' (the set's
+  # classes, which a compilation cache then compiles once) and it is timed over DRY_STEPS.
+  classes = 1000
+  if dry_run:
+    classes = decoded.Manifest.read(os.path.join(out_root, "yuv420")).num_classes
+  step = step_timing.measure(config, num_classes=classes,
+                             **(DRY_STEPS if dry_run else dict(steps=10, warmup=2)),
+                             pipelined=True, cpu_gemm_n=DRY_CPU_GEMM_N if dry_run else None)
   rows = []
   for colour in decoded.COLOURS:
     directory = os.path.join(out_root, colour)
@@ -516,7 +530,9 @@ def feeding_rows(out_root: str, *, batches: list[int], steps: int, dry_run: bool
   rows = []
   for batch in batches:
     config.update(model=model, image_size=image_size, dtype="bfloat16", global_batch_size=batch)
-    step = step_timing.measure(config, num_classes=classes, steps=20, warmup=3, pipelined=True)
+    step = step_timing.measure(config, num_classes=classes,
+                               **(DRY_STEPS if dry_run else dict(steps=20, warmup=3)),
+                               pipelined=True, cpu_gemm_n=DRY_CPU_GEMM_N if dry_run else None)
     synthetic_rate = None
     for name, data in reversed(paths):  # synthetic first: the others are set against it.
       row = {"source": name, "model": model, "dtype": "bfloat16", "batch": batch,
@@ -644,7 +660,7 @@ def main(argv):
     if "decoded" in sections:
       result["decoded"] = decoded_rows(os.path.join(work, "decoded"), batches=batches,
                                        image_size=64 if dry else 224,
-                                       global_batch=16 if dry else GLOBAL_BATCH)
+                                       global_batch=16 if dry else GLOBAL_BATCH, dry_run=dry)
     if "prepared" in sections and jpeg_path:
       result["pipelines"] += prepared_rows(os.path.join(work, "prepared"),
                                            batches=batches,
