@@ -33,19 +33,27 @@ def mix_repeatedly(values, method, syncs):
   return np.asarray(jax.jit(body)(jax.device_put(values, NamedSharding(mesh, P("data")))))
 
 
+@functools.cache
+def synchronous_sgd():
+  """(data parallelism's losses and variables, the single device's in float64) on CONFIG and
+  BATCHES: computed once, for every averaging method compared with them (the averaging settings
+  are no part of either run)."""
+  expected = testing.train_steps(
+      testing.build("alexnet_tiny", "data", 4, 1, CONFIG, GLOBAL_BATCH), BATCHES)[1:]
+  # Data parallelism is the single-device SGD (step_test), whose float64 run is exact.
+  exact = testing.float64_steps("alexnet_tiny", "single", 1, 1, CONFIG, GLOBAL_BATCH, BATCHES)
+  return expected, exact
+
+
 class AveragingTest(parameterized.TestCase):
 
   @parameterized.named_parameters(("allreduce", "allreduce"), ("ring", "ring"))
   def test_sync_every_step_equals_synchronous_data_parallel(self, method):
     config = CONFIG.copy_and_resolve_references()
     config.update(sync_every=1, average_method=method, average_momentum=True)
-    expected = testing.train_steps(
-        testing.build("alexnet_tiny", "data", 4, 1, config, GLOBAL_BATCH), BATCHES)[1:]
     got = testing.train_steps(
         testing.build("alexnet_tiny", "averaging", 4, 1, config, GLOBAL_BATCH), BATCHES)[1:]
-    # Data parallelism is the single-device SGD (step_test), whose float64 run is exact.
-    exact = testing.float64_steps("alexnet_tiny", "single", 1, 1, config, GLOBAL_BATCH, BATCHES)
-    numerics.assert_as_accurate(got, expected, exact)
+    numerics.assert_as_accurate(got, *synchronous_sgd())
 
   def test_longer_periods_let_replicas_drift(self):
     config = CONFIG.copy_and_resolve_references()
