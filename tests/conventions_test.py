@@ -1,11 +1,14 @@
 """DESIGN.md's code conventions that a machine can check: factories take at most three essentials
-positionally, everything else keyword-only; anything deprecated fails the suite."""
+positionally, everything else keyword-only; anything deprecated fails the suite; the suite's longest scopes, named for its scheduling, exist."""
 
 import ast
+import importlib
 import os
 import warnings
 
 from absl.testing import absltest
+
+from tests import conftest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Code a user calls: the library, the input pipeline, the entry modules, configs and benchmarks.
@@ -52,6 +55,27 @@ class ConventionsTest(absltest.TestCase):
           offenders.append(f"{os.path.relpath(path, ROOT)}:{function.lineno} {name}"
                            f"({', '.join(positional)})")
     self.assertEqual(offenders, [], "make the parameters after the third keyword-only")
+
+
+class SuiteOrderTest(absltest.TestCase):
+
+  def test_the_longest_scopes_name_test_classes_and_go_first(self):
+    # A renamed or deleted class would leave its name in conftest.LONGEST_FIRST, silently
+    # scheduled nowhere: each name is a module's test class.
+    self.assertNotEmpty(conftest.LONGEST_FIRST)
+    for scope in conftest.LONGEST_FIRST:
+      path, name = scope.split("::")
+      module = importlib.import_module(path.removesuffix(".py").replace("/", "."))
+      self.assertTrue(isinstance(getattr(module, name, None), type), scope)
+
+    class Item:
+      def __init__(self, nodeid):
+        self.nodeid = nodeid
+
+    last, first = "tests/a_test.py::A::test_x", f"{conftest.LONGEST_FIRST[0]}::test_y"
+    items = [Item(last), Item(first)]
+    conftest.pytest_collection_modifyitems(items)
+    self.assertEqual([item.nodeid for item in items], [first, last])
 
 
 if __name__ == "__main__":
