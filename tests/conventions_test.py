@@ -1,5 +1,6 @@
 """DESIGN.md's code conventions that a machine can check: factories take at most three essentials
-positionally, everything else keyword-only; anything deprecated fails the suite; the suite's longest scopes, named for its scheduling, exist."""
+positionally, everything else keyword-only; anything deprecated fails the suite; the scopes the
+suite schedules first (tests/conftest.py) exist."""
 
 import ast
 import importlib
