@@ -56,6 +56,8 @@ FIELDS = {"model": "alexnet_tiny", "image_size": 64, "global_batch_size": 16,
 # The synthetic set (and the npz file's): three classes, as the photographs' folder has
 # (model_sized_sets).
 SYNTHETIC = {"synthetic_examples": 48, "synthetic_classes": 3}
+# The train step's program, as XLA names it: the synchronous schemes', the local-SGD schemes'.
+STEP_PROGRAMS = ("jit(train_step)", "jit(per_device_step)")
 # What pmap says to a job of several processes.
 PMAP_ALONE = "backend 'pmap' runs in one process here; use the explicit backend with several"
 
@@ -177,11 +179,22 @@ class _Cells:
             f"--workdir={tempfile.mkdtemp(dir=self.tmp)}/run", *flags_of(fields)]
 
   def train(self, scheme: str, backend: str, source: str, **overrides):
-    """main.py's run of one cell: (exit status, stderr, workdir, where a decoded set went)."""
+    """main.py's run of one cell: (exit status, stderr, workdir, where a decoded set went, the
+    names of the programs XLA compiled or read from the persistent cache)."""
     args = self.arguments(scheme, backend, source, **overrides)
-    with self.placed(source) as settled:
-      code, stderr = testing.main_in_process(args)
-    return code, stderr, args[1].split("=", 1)[1], settled
+    compiled = []
+
+    def heard(event, _, fun_name="", **__):
+      if event == "/jax/core/compile/backend_compile_duration":
+        compiled.append(fun_name)
+
+    jax.monitoring.register_event_duration_secs_listener(heard)
+    try:
+      with self.placed(source) as settled:
+        code, stderr = testing.main_in_process(args)
+    finally:
+      jax.monitoring.unregister_event_duration_listener(heard)
+    return code, stderr, args[1].split("=", 1)[1], settled, compiled
 
   def reference(self, source: str) -> tuple[dict, dict]:
     """One device's losses on `source`'s data (the npz file's are the synthetic set's; a
@@ -193,7 +206,7 @@ class _Cells:
       runs = []
       for dtype in ("float32", "float64"):
         with jax.enable_x64(dtype == "float64"):
-          code, stderr, workdir, _ = self.train("single", "explicit", source, dtype=dtype)
+          code, stderr, workdir, *_ = self.train("single", "explicit", source, dtype=dtype)
         self.assertEqual(code, 0, stderr[-3000:])
         runs.append(losses(workdir))
       self.references[source] = tuple(runs)
@@ -206,7 +219,7 @@ class _Cells:
       with self.subTest(scheme=scheme, backend=backend, source=source):
         cell = (scheme, backend, source, 1)
         record(cell, "failed")
-        code, stderr, workdir, settled = self.train(scheme, backend, source)
+        code, stderr, workdir, settled, compiled = self.train(scheme, backend, source)
         refused = refusal(scheme, backend, source)
         if refused:
           self.assertEqual(code, 1, stderr[-3000:])
@@ -221,6 +234,12 @@ class _Cells:
         if source in SETTLED:
           self.assertEqual(settled, [SETTLED[source]])
         self.assertLen(losses(workdir)["train"], 2)
+        # Its train step is one program, compiled (or read from the cache) once: the state
+        # leaves a step where the next step takes it. A set placed on the devices is first
+        # weighed against the step's memory (experiment.step_memory_bytes), which compiles the
+        # step without its input work once more.
+        self.assertEqual(sum(map(compiled.count, STEP_PROGRAMS)),
+                         2 if source in ("decoded devices", "decoded split") else 1, compiled)
         numerics.assert_as_accurate(losses(workdir), *self.reference(source))
         record(cell, "trained; losses = 1 device's")
 
