@@ -62,6 +62,7 @@ class Program:
     self.mesh, self.tuned, self.outside_mesh = mesh, tuned, outside_mesh
     self.name = getattr(fun, "__name__", "program")  # what profiles and logs call it
     self.nested = jax.jit(fun, **jit_kwargs)  # what a program that feeds this one calls
+    self.out_shardings = jit_kwargs.get("out_shardings")
     self._jitted = jax.jit(fun, compiler_options=for_mesh(mesh, tuned=tuned) or None,
                            **jit_kwargs)
 
@@ -80,13 +81,16 @@ class Program:
     """One program: `make_arguments(*args)` gives this program's arguments, from which it runs.
     The step's input work (gathering rows, converting, augmenting) goes in front of the step
     this way, so that XLA schedules and fuses it with the step instead of running it as
-    programs of its own."""
+    programs of its own. It returns what this program returns, where this program puts it: a
+    step whose outputs would otherwise land elsewhere (pmap's, on pmap's own mesh) would take
+    its state back in another layout at the next call, and compile a second program."""
     def fed(*args):
       return self.nested(*make_arguments(*args))
 
     fed.__name__ = self.name  # the step keeps its name in profiles (jit_train_step)
+    placed = {} if self.out_shardings is None else {"out_shardings": self.out_shardings}
     return Program(fed, self.mesh, tuned=self.tuned, outside_mesh=self.outside_mesh,
-                   donate_argnums=donate_argnums)
+                   donate_argnums=donate_argnums, **placed)
 
 
 def jit_initializer(fun, where, **jit_kwargs):

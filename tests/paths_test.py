@@ -56,19 +56,26 @@ FIELDS = {"model": "alexnet_tiny", "image_size": 64, "global_batch_size": 16,
 # The synthetic set (and the npz file's): three classes, as the photographs' folder has
 # (model_sized_sets).
 SYNTHETIC = {"synthetic_examples": 48, "synthetic_classes": 3}
+# The train step's program, as XLA names it: the synchronous schemes', the local-SGD schemes'.
+STEP_PROGRAMS = ("jit(train_step)", "jit(per_device_step)")
 # What pmap says to a job of several processes.
 PMAP_ALONE = "backend 'pmap' runs in one process here; use the explicit backend with several"
 
 
 # The cells: each scheme with each source once, on the backend its letter names (explicit, gspmd,
 # pmap), chosen so that every pair of two axes' values meets — a backend and a source only where
-# the cell trains (pmap trains single and data alone: between them, every source).
+# the cell trains (pmap trains single and data alone: between them, every source). The npz file
+# holds the synthetic set, so a scheme that trains on both takes one backend for the two: one
+# program, compiled once for them (the persistent compilation cache). single runs on the explicit
+# backend on the sources whose one-device run is a reference (synthetic, prepared, the decoded
+# set on the devices): the cell is that run. model meets pmap on the split set, the one cell of
+# model's row that cannot train anyway (its mesh has no data axis to split over).
 #              digits npz synthetic prepared host devices split (decoded)
-BACKEND_OF = {"single":    "pgpepee",
-              "data":      "epgpgpp",
-              "model":     "gpegege",
+BACKEND_OF = {"single":    "peeepeg",
+              "data":      "epppgpp",
+              "model":     "geegegp",
               "hybrid":    "eeeepeg",
-              "owt":       "eeeeegp",
+              "owt":       "eggeegp",
               "averaging": "gpeeeee",
               "asgd":      "eepgeee"}
 
@@ -112,8 +119,10 @@ SETTLED = {"decoded host": "host", "decoded devices": "whole", "decoded split": 
 
 class _Cells:
   """The cells of SOURCES (a subclass's), with the sets they read and one device's losses on
-  each: a TestCase per group of sources, so that the suite's processes share the cells. Those
-  of TWO_PROCESSES run again as two processes of main.py."""
+  each: a TestCase per reference (the sources that share one device's run), so that the suite's
+  processes share the cells and each reference is computed by one of them (pytest-xdist's
+  loadscope sends a class to one process). Those of TWO_PROCESSES run again as two processes of
+  main.py."""
 
   SOURCES = ()
   TWO_PROCESSES = ()
@@ -122,7 +131,7 @@ class _Cells:
   def setUpClass(cls):
     super().setUpClass()
     cls.tmp = tempfile.mkdtemp()
-    cls.references = {}
+    cls.runs = {}  # (scheme, backend, source, dtype): its run (`run_once`).
     # The npz file holds the synthetic set's arrays: two readers of one set, which train alike
     # (one reference serves both, and a scheme's program, made for the same arrays, is compiled
     # once for the two).
@@ -131,9 +140,9 @@ class _Cells:
     np.savez(cls.npz, x_train=synthetic.x_train, y_train=synthetic.y_train,
              x_test=synthetic.x_test, y_test=synthetic.y_test)
     if any(source.startswith(("prepared", "decoded")) for source in cls.SOURCES):
-      # A folder of real JPEGs (one broken among them), prepared as JPEG records and as a
-      # decoded set, as a user prepares ImageNet.
-      cls.jpegs, cls.decoded = model_sized_sets(cls.tmp)
+      # A folder of real JPEGs (one broken among them), prepared as a decoded set and (where
+      # the class reads them) as JPEG records, as a user prepares ImageNet.
+      cls.jpegs, cls.decoded = model_sized_sets(cls.tmp, jpeg="prepared" in cls.SOURCES)
 
   @classmethod
   def tearDownClass(cls):
@@ -177,11 +186,32 @@ class _Cells:
             f"--workdir={tempfile.mkdtemp(dir=self.tmp)}/run", *flags_of(fields)]
 
   def train(self, scheme: str, backend: str, source: str, **overrides):
-    """main.py's run of one cell: (exit status, stderr, workdir, where a decoded set went)."""
+    """main.py's run of one cell: (exit status, stderr, workdir, where a decoded set went, the
+    names of the programs XLA compiled or read from the persistent cache)."""
     args = self.arguments(scheme, backend, source, **overrides)
-    with self.placed(source) as settled:
-      code, stderr = testing.main_in_process(args)
-    return code, stderr, args[1].split("=", 1)[1], settled
+    compiled = []
+
+    def heard(event, _, fun_name="", **__):
+      if event == "/jax/core/compile/backend_compile_duration":
+        compiled.append(fun_name)
+
+    jax.monitoring.register_event_duration_secs_listener(heard)
+    try:
+      with self.placed(source) as settled:
+        code, stderr = testing.main_in_process(args)
+    finally:
+      jax.monitoring.unregister_event_duration_listener(heard)
+    return code, stderr, args[1].split("=", 1)[1], settled, compiled
+
+  def run_once(self, scheme: str, backend: str, source: str, dtype: str = "float32"):
+    """`train` of a cell in `dtype`, once per class: the cell (single, explicit, S) is the
+    float32 reference run of S, the same command."""
+    key = (scheme, backend, source, dtype)
+    if key not in self.runs:
+      with jax.enable_x64(dtype == "float64"):
+        self.runs[key] = self.train(scheme, backend, source,
+                                    **({"dtype": dtype} if dtype != "float32" else {}))
+    return self.runs[key]
 
   def reference(self, source: str) -> tuple[dict, dict]:
     """One device's losses on `source`'s data (the npz file's are the synthetic set's; a
@@ -189,15 +219,12 @@ class _Cells:
     exact answer) in float64."""
     source = {"npz": "synthetic", "decoded host": "decoded devices",
               "decoded split": "decoded devices"}.get(source, source)
-    if source not in self.references:
-      runs = []
-      for dtype in ("float32", "float64"):
-        with jax.enable_x64(dtype == "float64"):
-          code, stderr, workdir, _ = self.train("single", "explicit", source, dtype=dtype)
-        self.assertEqual(code, 0, stderr[-3000:])
-        runs.append(losses(workdir))
-      self.references[source] = tuple(runs)
-    return self.references[source]
+    runs = []
+    for dtype in ("float32", "float64"):
+      code, stderr, workdir, *_ = self.run_once("single", "explicit", source, dtype)
+      self.assertEqual(code, 0, stderr[-3000:])
+      runs.append(losses(workdir))
+    return tuple(runs)
 
   def test_each_cell_trains_as_one_device_or_is_refused_in_one_sentence(self):
     for scheme, backend, source in all_pairs():
@@ -206,7 +233,7 @@ class _Cells:
       with self.subTest(scheme=scheme, backend=backend, source=source):
         cell = (scheme, backend, source, 1)
         record(cell, "failed")
-        code, stderr, workdir, settled = self.train(scheme, backend, source)
+        code, stderr, workdir, settled, compiled = self.run_once(scheme, backend, source)
         refused = refusal(scheme, backend, source)
         if refused:
           self.assertEqual(code, 1, stderr[-3000:])
@@ -221,6 +248,12 @@ class _Cells:
         if source in SETTLED:
           self.assertEqual(settled, [SETTLED[source]])
         self.assertLen(losses(workdir)["train"], 2)
+        # Its train step is one program, compiled (or read from the cache) once: the state
+        # leaves a step where the next step takes it. A set placed on the devices is first
+        # weighed against the step's memory (experiment.step_memory_bytes), which compiles the
+        # step without its input work once more.
+        self.assertEqual(sum(map(compiled.count, STEP_PROGRAMS)),
+                         2 if source in ("decoded devices", "decoded split") else 1, compiled)
         numerics.assert_as_accurate(losses(workdir), *self.reference(source))
         record(cell, "trained; losses = 1 device's")
 
@@ -268,21 +301,28 @@ def record(cell, outcome: str) -> None:
       f.write(json.dumps({"cell": cell, "outcome": outcome}) + "\n")
 
 
+class DigitsTest(_Cells, absltest.TestCase):
+  SOURCES = ("digits",)
+  # pmap, which runs one process.
+  TWO_PROCESSES = (("data", "pmap", "digits"),)
+
+
 class InMemorySourcesTest(_Cells, absltest.TestCase):
-  SOURCES = ("digits", "npz", "synthetic")
-  # A model axis across the processes (one device each: each process feeds the whole batch),
-  # and pmap, which runs one process.
-  TWO_PROCESSES = (("model", "explicit", "npz"), ("data", "pmap", "digits"))
+  """The synthetic set, made in memory and read from an npz file: one reference."""
+  SOURCES = ("npz", "synthetic")
+  # A model axis across the processes (one device each: each process feeds the whole batch).
+  TWO_PROCESSES = (("model", "explicit", "npz"),)
 
 
 class PreparedSourcesTest(_Cells, absltest.TestCase):
-  SOURCES = ("prepared", "decoded host")
+  SOURCES = ("prepared",)
   # The data axis across the processes under XLA's partitioning, each reading its own rows.
   TWO_PROCESSES = (("hybrid", "gspmd", "prepared"),)
 
 
-class DecodedOnDevicesTest(_Cells, absltest.TestCase):
-  SOURCES = ("decoded devices", "decoded split")
+class DecodedSourcesTest(_Cells, absltest.TestCase):
+  """The decoded set under each placement: one reference."""
+  SOURCES = ("decoded host", "decoded devices", "decoded split")
 
 
 class PairsTest(absltest.TestCase):
@@ -295,8 +335,8 @@ class PairsTest(absltest.TestCase):
                      set(itertools.product(BACKENDS, SOURCES)))
     self.assertEqual({(s, source) for s, _, source in cells},
                      set(itertools.product(SCHEMES, SOURCES)))
-    self.assertEqual(set(SOURCES), {source for case in (InMemorySourcesTest, PreparedSourcesTest,
-                                                        DecodedOnDevicesTest)
+    self.assertEqual(set(SOURCES), {source for case in (DigitsTest, InMemorySourcesTest,
+                                                        PreparedSourcesTest, DecodedSourcesTest)
                                     for source in case.SOURCES})
 
 
