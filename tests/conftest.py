@@ -14,14 +14,15 @@ from tests import PATH_MATRIX_TABLE
 # most tests first, put the longest, which hold one to three tests, last.) Measured with
 # `pytest --durations` on a quiet 2-core AMD EPYC; conventions_test holds each name to a class.
 LONGEST_FIRST = (
+    "tests/paths_test.py::DecodedSourcesTest",
     "tests/step_test.py::EquivalenceTest",
-    "tests/paths_test.py::DecodedOnDevicesTest",
     "tests/faults_test.py::MultiProcessTest",
-    "tests/paths_test.py::InMemorySourcesTest",
     "tests/accelerator_test.py::MeasureGpuScriptTest",
+    "tests/paths_test.py::InMemorySourcesTest",
     "tests/paths_test.py::PreparedSourcesTest",
     "tests/models_test.py::TorchvisionParityTest",
     "tests/asgd_test.py::AsgdTest",
+    "tests/paths_test.py::DigitsTest",
     "tests/faults_test.py::PreemptionTest",
     "tests/accelerator_test.py::DryRunTest",
     "tests/tfds_input_test.py::EndToEndTest",
