@@ -94,11 +94,17 @@ def _files(name: str) -> tuple[str, ...]:
   return files if isinstance(files, tuple) else (files,)
 
 
+def _rendered(name: str, docs: str) -> str:
+  """render(name), or "" where a JSON it is made from is not in `docs`."""
+  if not all(os.path.exists(os.path.join(docs, f)) for f in _files(name)):
+    return ""
+  return render(name, docs)
+
+
 def measured(name: str, docs: str = DOCS) -> bool:
   """Whether the JSON table `name` is made from is in `docs` and holds rows for it (one JSON can
   feed several tables, e.g. the large-batch sweep and its tuning grid)."""
-  return (all(os.path.exists(os.path.join(docs, f)) for f in _files(name))
-          and bool(render(name, docs)))
+  return bool(_rendered(name, docs))
 
 
 def render(name: str, docs: str = DOCS) -> str:
@@ -131,11 +137,7 @@ def refresh(text: str, docs: str = DOCS) -> str:
   its JSON (a figure of no declared name is an error)."""
 
   def block(m):
-    # As `measured` decides, but rendering the table once: its JSON may be megabytes.
-    name = m.group("name")
-    if not all(os.path.exists(os.path.join(docs, f)) for f in _files(name)):
-      return m.group(0)
-    body = render(name, docs)
+    body = _rendered(m.group("name"), docs)  # rendered once: its JSON may be megabytes.
     return m.group(1) + body + "\n" + m.group(4) if body else m.group(0)
 
   def record_block(m):

@@ -21,9 +21,11 @@ from hybrid_parallel.analysis import costmodel
 GPU_PEAKS = {"H100": {"float32": 495e12, "bfloat16": 989e12},
              "H200": {"float32": 495e12, "bfloat16": 989e12}}
 PEAK_NAMES = {"float32": "TF32", "bfloat16": "bfloat16"}
+# The side of the square matmuls whose rate is a CPU's peak for MFU (a real run's).
+CPU_GEMM_N = 2048
 
 
-def cpu_gemm_flops(n: int = 2048, repeats: int = 10) -> float:
+def cpu_gemm_flops(n: int = CPU_GEMM_N, repeats: int = 10) -> float:
   """Measured float32 matmul rate of this machine: the best of `repeats` (a peak; on a shared
   machine anything else running only slows a repeat down)."""
   a = jax.device_put(np.random.default_rng(0).standard_normal((n, n), np.float32))
@@ -38,7 +40,7 @@ def cpu_gemm_flops(n: int = 2048, repeats: int = 10) -> float:
 
 
 @functools.cache
-def this_cpu_flops(n: int = 2048) -> float:
+def this_cpu_flops(n: int = CPU_GEMM_N) -> float:
   """cpu_gemm_flops of n² matrices, measured once per process."""
   return cpu_gemm_flops(n)
 
@@ -143,8 +145,8 @@ def measure(config, *, num_classes: int, steps: int, warmup: int,
   synthetic data, times `steps` calls after `warmup`, and reports images/s of the median step,
   compile seconds, the program's memory (XLA's analysis), the device's peak so far and MFU;
   `pipelined` adds the same of `pipelined_seconds` (`*_pipelined`). On a CPU the peak is
-  this_cpu_flops of `cpu_gemm_n`² matrices (default 2048; a dry run's 1024² is an eighth of
-  the arithmetic, and its MFU a code path, not a figure)."""
+  this_cpu_flops of `cpu_gemm_n`² matrices (default CPU_GEMM_N; a dry run's 1024² is an
+  eighth of the arithmetic, and its MFU a code path, not a figure)."""
   step, compile_s, compiled, _, devices = compile_step(config, num_classes,
                                                        compiler_options=compiler_options)
   time_steps(step, warmup)
@@ -153,7 +155,7 @@ def measure(config, *, num_classes: int, steps: int, warmup: int,
   flops = costmodel.training_flops_per_image(models.ARCHITECTURES[config.model],
                                              config.image_size, num_classes)
   peak_flops, peak_source = peak(devices, config.dtype,
-                                 this_cpu_flops(cpu_gemm_n or 2048)
+                                 this_cpu_flops(cpu_gemm_n or CPU_GEMM_N)
                                  if devices[0].platform == "cpu" else None)
   memory = compiled.memory_analysis()
   stats = devices[0].memory_stats() or {}

@@ -132,7 +132,8 @@ class Sizes:
   trainer_batches: tuple[int, ...]  # main.py against the bare step at each (target >= 0.9x).
   trainer_args: tuple[str, ...]  # main.py's other overrides.
   trainer_profile_steps: int  # main.py's steps traced (after its first), for when the GPU waited.
-  cpu_gemm_n: int = 2048  # on a CPU, the MFU's peak: the rate of cpu_gemm_n² matmuls.
+  # On a CPU, the MFU's peak: the rate of cpu_gemm_n² matmuls.
+  cpu_gemm_n: int = step_timing.CPU_GEMM_N
 
   @property
   def goal(self) -> tuple[str, str, int]:
