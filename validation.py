@@ -140,6 +140,8 @@ def check_run(run) -> None:
     raise UserError(f"warmup_epochs {run.schedule.warmup_epochs} is longer than the run's "
                     f"num_epochs {run.loop.num_epochs}.")
   input_pipeline.check_eval_crops(run.data.dataset, run.data.eval_crops)
+  input_pipeline.check_decoded_placement(run.data.dataset, run.data.decoded_placement,
+                                         data=plan.data)
   if run.data.dataset in input_pipeline.TFDS_NAMES:
     input_pipeline.check_input_shards(run.data.input_shards, processes=run.processes,
                                       global_batch_size=run.global_batch_size,

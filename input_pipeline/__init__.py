@@ -82,6 +82,17 @@ def check_eval_crops(name: str, eval_crops: int) -> None:
                     f"is evaluated whole (use eval_crops = 1).")
 
 
+def check_decoded_placement(name: str, placement: str, *, data: int) -> None:
+  """One UserError where a decoded set (dataset `name`) is to be split over the data axis of a
+  mesh that has `data` < 2 shards: refused when the config is resolved, before the set is opened
+  or any program compiled (decoded.decide holds the same rule for a source made directly)."""
+  if name.startswith(DECODED) and placement == "split" and data < 2:
+    raise UserError(
+        f"decoded_placement 'split' shares the set's rows over the mesh's data axis, and this "
+        f"mesh has {data} data shard: use decoded_placement = 'devices' (a whole copy on each "
+        f"device), 'host' or 'auto'.")
+
+
 def check_input_shards(shards: int, *, processes: int, **batches: int) -> None:
   """One UserError unless the processes can share `shards` input shards (a tfds source's) evenly
   and each batch ({its field: its size}) cuts into them evenly."""

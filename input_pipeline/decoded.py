@@ -64,7 +64,8 @@ from absl import logging
 from jax.sharding import NamedSharding, PartitionSpec
 
 from hybrid_parallel.errors import UserError
-from input_pipeline import DECODED_PLACEMENTS, arrays, device_augment, exchange, imagenet_stats
+from input_pipeline import DECODED, DECODED_PLACEMENTS, arrays, device_augment, exchange
+from input_pipeline import check_decoded_placement, imagenet_stats
 from input_pipeline import prepared
 from input_pipeline.source import DeviceInput, StepPositioned
 
@@ -427,11 +428,7 @@ def decide(asked: str, *, set_bytes: int, share_bytes: int, data: int, platform:
   and does not fit there."""
   if asked == "host":
     return Placement(HOST, data, "decoded_placement 'host'")
-  if asked == SPLIT and data < 2:
-    raise UserError(
-        f"decoded_placement 'split' shares the set's rows over the mesh's data axis, and this "
-        f"mesh has {data} data shard: use decoded_placement = 'devices' (a whole copy on each "
-        f"device), 'host' or 'auto'.")
+  check_decoded_placement(DECODED + directory, asked, data=data)
   if asked == "auto" and platform == "cpu":
     # CPU "devices" are the host's own cores: gathering on host threads costs the step nothing
     # it would not pay on the devices (docs/input_pipeline.md).

@@ -242,6 +242,8 @@ class _Cells:
           self.assertStartsWith(errors[0], f"error: {refused}")
           self.assertNotIn("Traceback", stderr)
           self.assertFalse(os.path.exists(os.path.join(workdir, "metrics.jsonl")))
+          # Before any work: no program compiled, no set placed.
+          self.assertEqual((compiled, settled), ([], []))
           record(cell, "refused: " + errors[0][len("error: "):].split(";")[0])
           continue
         self.assertEqual(code, 0, stderr[-3000:])

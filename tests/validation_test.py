@@ -148,6 +148,11 @@ BAD = {
     "shards_not_dividing_batch": ([HYBRID4, "--config.dataset=cifar10",
                                    "--config.input_shards=3"],
                                   "global_batch_size 256 cannot be cut into 3 input shards"),
+    # Refused with the config, before the set is opened (it need not exist) or a step compiled.
+    "split_without_data_axis": ([MODEL2, "--config.dataset=decoded:/no/decoded/set",
+                                 "--config.decoded_placement=split"],
+                                "decoded_placement 'split' shares the set's rows over the mesh's "
+                                "data axis, and this mesh has 1 data shard"),
     "workdir_is_a_file": ([HYBRID4, "--workdir={file}"], "is a file, not a directory."),
     # Root (Colab, Docker) passes os.access for any directory: whether one can be made is tried.
     "workdir_cannot_be_made": ([HYBRID4, "--workdir=/proc/hybrid_parallel_run"],
