@@ -179,7 +179,7 @@ def _mesh_that_fits(devices: int, processes: int) -> str:
       return f"--config.mesh.data={data} --config.mesh.model={model}"
   finally:
     logging.set_verbosity(verbosity)
-  return "none of this config's batch and scheme"
+  return "none that this config resolves with"
 
 
 def _check_cpu_devices(spec) -> None:

@@ -425,7 +425,7 @@ def decide(asked: str, *, set_bytes: int, share_bytes: int, data: int, platform:
   """Where the set goes (`asked`: a PLACEMENTS value) given the bytes each device may give it
   (`budget`, the smallest over every process's devices less what the step needs; None where
   the devices report no memory statistics); a UserError where it was asked onto the devices
-  and does not fit there."""
+  and does not fit there, or asked split over a mesh with fewer than 2 data shards."""
   if asked == "host":
     return Placement(HOST, data, "decoded_placement 'host'")
   check_decoded_placement(DECODED + directory, asked, data=data)
