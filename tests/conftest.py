@@ -6,6 +6,8 @@ directory and puts it in the environment before the workers start: both workers 
 import json
 import os
 
+import pytest
+
 from tests import PATH_MATRIX_TABLE
 
 # The scopes pytest-xdist's loadscope hands out whole (a test class, or a module's test
@@ -32,10 +34,55 @@ LONGEST_FIRST = (
 )
 
 
+def pytest_addoption(parser):
+  parser.addoption("--stage-times", action="store_true",
+                   help="After the run, where the tests' seconds went, by test class (or "
+                        "module): JAX's tracing, lowering and compiles, the processes the tests "
+                        "started (tests/stage_times.py).")
+  parser.addoption("--stage-times-json", metavar="PATH",
+                   help="--stage-times, and each test phase's row written to PATH (JSON lines).")
+
+
 def pytest_configure(config):
-  """Keeps the order below under loadscope (xdist's reorder by test count would undo it)."""
+  """Keeps the order below under loadscope (xdist's reorder by test count would undo it).
+  With --stage-times: a clock in each process that runs tests, the totals in the one that
+  reports (xdist's controller, or the one process)."""
+  global _clock, _totals, _pending
   if getattr(config.option, "dist", "no") == "loadscope":
     config.option.loadscopereorder = False
+  if config.getoption("stage_times") or config.getoption("stage_times_json"):
+    from tests import stage_times  # imports train (and JAX's users) only when asked for
+    worker = hasattr(config, "workerinput")
+    controller = not worker and config.getoption("numprocesses", None)
+    _clock = None if controller else stage_times.Clock()
+    _totals = None if worker else stage_times.Totals()
+    _pending = []
+
+
+_clock = _totals = _pending = None  # --stage-times' (tests/stage_times.py)
+
+
+def pytest_runtest_logstart():
+  """A test's seconds start here; those since the last test go with its first report."""
+  if _clock is not None:
+    _pending.append(_clock.lap())
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport():
+  """Each phase's seconds go with its report (to xdist's controller, where one runs)."""
+  outcome = yield
+  if _clock is not None:
+    from tests import stage_times
+    properties = outcome.get_result().user_properties
+    properties.extend((stage_times.BETWEEN, row) for row in _pending)
+    _pending.clear()
+    properties.append((stage_times.KEY, _clock.lap()))
+
+
+def pytest_runtest_logreport(report):
+  if _totals is not None:
+    _totals.add(report)
 
 
 def scope(nodeid: str) -> str:
@@ -50,8 +97,14 @@ def pytest_collection_modifyitems(items):
 
 
 def pytest_terminal_summary(terminalreporter):
-  """The path matrix's table (tests/paths_test.py), cell by cell, from whichever processes ran
-  its cells."""
+  """--stage-times' table; the path matrix's table (tests/paths_test.py), cell by cell, from
+  whichever processes ran its cells."""
+  if _totals is not None:
+    terminalreporter.section("stage times: where the seconds went")
+    for line in _totals.lines(scope):
+      terminalreporter.write_line(line)
+    if terminalreporter.config.getoption("stage_times_json"):
+      _totals.write_json(terminalreporter.config.getoption("stage_times_json"))
   if not os.path.exists(PATH_MATRIX_TABLE):
     return
   with open(PATH_MATRIX_TABLE) as f:
