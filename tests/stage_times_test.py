@@ -78,8 +78,11 @@ class StageTimesTest(absltest.TestCase):
   def test_the_table_sums_each_scope_and_every_phase_of_its_tests(self):
     self.assertEqual(self.pytest.returncode, 0,
                      self.pytest.stdout[-3000:] + self.pytest.stderr[-3000:])
+    # The section's table rows (other sections, such as the path matrix's, follow it).
+    section = self.pytest.stdout.split("stage times: where the seconds went", 1)[1]
+    section = section.split("\n=", 1)[0]
     table = {line.split("|")[1].strip(): [float(x) for x in line.split("|")[2:-1]]
-             for line in self.pytest.stdout.splitlines()
+             for line in section.splitlines()
              if line.startswith("| ") and not line.startswith("| scope |")}
     columns = ("wall", "cpu", "children_cpu", "making_programs", "trace", "lower", "compile",
                "cache_read")
