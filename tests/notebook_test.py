@@ -108,7 +108,7 @@ EVERY_COLAB_RUNTIME = {"jaxlib==0.12.0.1", "flax==0.12.12", "ml-collections==1.1
                        "numpy==2.4.6", "tensorboardx==2.6.5"}
 # Colab's own, in range: kept.
 COLAB_KEPT = {"optax 0.2.8", "orbax-checkpoint 0.12.4", "absl-py 1.4.0", "scikit-learn 1.6.1",
-              "matplotlib 3.10.0"}
+              "matplotlib 3.10.0", "ml-dtypes 0.6.0"}
 
 
 def pinned(environment) -> dict[str, str]:
