@@ -14,23 +14,35 @@ from tests import PATH_MATRIX_TABLE
 # functions) that take longest, longest first: started first, they run beside the many short
 # ones instead of after them, so that neither worker waits long at the end. (xdist's own order,
 # most tests first, put the longest, which hold one to three tests, last.) Measured with
-# `pytest --durations` on a quiet 2-core AMD EPYC; conventions_test holds each name to a class.
+# `pytest --stage-times` on a 2-core AMD EPYC (those of 15 s or more, by their mean wall time
+# under Python 3.11 / JAX 0.10 and 3.13 / JAX 0.12); conventions_test holds each name to a class.
 LONGEST_FIRST = (
-    "tests/paths_test.py::DecodedSourcesTest",
     "tests/step_test.py::EquivalenceTest",
+    "tests/paths_test.py::DecodedSourcesTest",
     "tests/faults_test.py::MultiProcessTest",
     "tests/accelerator_test.py::MeasureGpuScriptTest",
+    "tests/asgd_test.py::AsgdTest",
     "tests/paths_test.py::InMemorySourcesTest",
     "tests/paths_test.py::PreparedSourcesTest",
-    "tests/models_test.py::TorchvisionParityTest",
-    "tests/asgd_test.py::AsgdTest",
-    "tests/paths_test.py::DigitsTest",
-    "tests/faults_test.py::PreemptionTest",
     "tests/accelerator_test.py::DryRunTest",
+    "tests/paths_test.py::DigitsTest",
+    "tests/costmodel_test.py::CompiledTrafficTest",
+    "tests/docs_test.py::BenchmarksTest",
+    "tests/asgd_test.py::StepTimesTest",
+    "tests/models_test.py::TorchvisionParityTest",
+    "tests/faults_test.py::PreemptionTest",
+    "tests/checkpoint_test.py::ResumeTest",
     "tests/tfds_input_test.py::EndToEndTest",
     "tests/decoded_input_test.py::CompileOnceTest",
-    "tests/checkpoint_test.py::ResumeTest",
+    "tests/variable_batch_test.py::VariantsTest",
+    "tests/backend_test.py::TrainingLoopTest",
+    "tests/backend_test.py::GspmdTest",
+    "tests/models_test.py::ModelsTest",
     "tests/notebook_test.py::NotebookTest",
+    "tests/train_test.py::TrainTest",
+    "tests/backend_test.py::PmapTest",
+    "tests/decoded_input_test.py::DecodedTest",
+    "tests/averaging_test.py::AveragingTest",
 )
 
 
