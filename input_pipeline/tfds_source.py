@@ -70,11 +70,11 @@ _NO_MORE_EPOCHS = 2**40  # the end of an "endless" stream of epochs
 
 
 def _traced(fn):
-  """`fn` for tf.data to trace as it is, without AutoGraph's conversion. By default tf.data
-  parses and rewrites the source of every function it is given, and of every function those
-  call, each time a pipeline is built: seconds per pipeline (measured: most of a mocked
-  dataset's test). These functions need none of it: they branch on Python values only, and
-  augment.py's tensor conditions are tf.cond already."""
+  """`fn` for tf.data to trace as it is, without AutoGraph. By default tf.data passes each function
+  through AutoGraph, which parses and rewrites its source and that of the functions it calls
+  (measured in two of tests/tfds_input_test.py's tests: 125 conversions, 7.9 s of their 21 s).
+  These need none of it: they branch on Python values only, and augment.py decides on tensors
+  with tf.cond and tf.switch_case."""
   return tf.autograph.experimental.do_not_convert(fn)
 
 
