@@ -3,9 +3,10 @@ objects (plan, mesh, model, optimiser, scheme and steps).
 
 `resolve(config)` is the one place that reads a config: it checks every field and every
 combination, touches no device, and returns a frozen `RunSpec`. Everything after takes the
-RunSpec — `build` the objects, `load_dataset` the data, train.py the loop. This is where a
-`ConfigDict` stops: `hybrid_parallel` and `input_pipeline` take the values they use as arguments
-(and apply the same rules, hybrid_parallel/checks.py, to what they are given).
+RunSpec — `build` the objects, `load_dataset` the data, `feed` the steps with it, train.py the
+loop. This is where a `ConfigDict` stops: `hybrid_parallel` and `input_pipeline` take the values
+they use as arguments (and apply the same rules, hybrid_parallel/checks.py, to what they are
+given).
 
 Each config field is declared once, as a field of a part of the RunSpec with its check beside it
 (`checks.setting`; StepOptions's in steps/common.py): a new field is that one line and its
@@ -13,6 +14,7 @@ default in configs/default.py. `SETTINGS`, the checks of every field, is read of
 """
 
 import dataclasses
+import math
 import types
 
 import jax
@@ -243,10 +245,8 @@ class Experiment:
 
 def load_dataset(spec: RunSpec):
   """The input pipeline's source for the run's data (input_pipeline.load), what every process
-  read of it agreed; a decoded set's Placement (on the devices, whole or split, or the host) is
-  decided here, once, before any work — from the memory every process's devices have free less
-  what the run's compiled step takes, agreed (the smallest) — and the source carries it from
-  here. A shortfall, or processes that read different sets, is a UserError."""
+  read of it agreed. A decoded set's placement is not decided yet: `feed` decides it, with the
+  run built. A shortfall, or processes that read different sets, is a UserError."""
   data = spec.data
   source = input_pipeline.load(
       data.dataset, image_size=spec.image_size, seed=spec.seed,
@@ -261,35 +261,74 @@ def load_dataset(spec: RunSpec):
     total = steps_to_train(spec, input_pipeline.steps_per_epoch(source, spec.global_batch_size))
     source = dataclasses.replace(source, block_steps=asgd.data_steps(
         spec.local_sgd, spec.plan.data, seed=spec.seed, steps=total))
+  return source
+
+
+def feed(spec: RunSpec, run: "Experiment", source) -> tuple[object, "FedSteps"]:
+  """`source` (load_dataset's) with its training set's place decided, and the run's steps fed
+  by it (`fed_steps`; nothing placed yet: FedSteps.placed reads the set onto the devices).
+
+  A decoded set's Placement (on the devices, whole or split, or the host) is decided here,
+  once, before any work: from the memory every process's devices have free less what the
+  run's train step takes beside the set, agreed (the smallest). That step is weighed by
+  compiling it, as it will run, for the placement asked (the whole set, or its shares where
+  'split' was asked): where the set goes there, training runs that compiled program; where it
+  goes elsewhere, the step compiles again for it. A shortfall is a UserError.
+  """
   if not hasattr(source, "placed"):
-    return source
-  plan = spec.plan
-  needed = plan.data * plan.model
-  # The devices the mesh will use: the default backend's, or CPU stand-ins where it has too
-  # few (mesh_lib.pick_devices refuses that case itself, unless stand-ins were asked for).
-  devices = (jax.devices() if len(jax.devices()) >= needed else jax.devices("cpu"))[:needed]
-  platform = devices[0].platform
-  budget = None
-  if data.decoded_placement != "host" and not (data.decoded_placement == "auto" and
-                                              platform == "cpu"):
+    return source, _fed(spec, run, source)
+  data, asked = spec.plan.data, spec.data.decoded_placement
+  platform = run.mesh.devices.flat[0].platform
+  weighed = free = None
+  if asked != "host" and not (asked == "auto" and platform == "cpu"):
     # The same on every process (one config, one platform), so every process takes part.
-    local = [d for d in devices if d.process_index == jax.process_index()]
-    free = decoded_input.free_device_bytes(local)
+    free = decoded_input.free_device_bytes(
+        [d for d in run.mesh.devices.flat if d.process_index == jax.process_index()])
     if free is not None:
-      free -= step_memory_bytes(spec, num_classes=source.num_classes, devices=devices)
-    budget = input_pipeline.agreed_minimum(free)
-  return source.placed(source.decide(data=plan.data, platform=platform, budget=budget))
+      weighed = source.placed(decoded_input.Placement(
+          decoded_input.SPLIT if asked == decoded_input.SPLIT else decoded_input.WHOLE, data,
+          "weighed"))
+      steps, step_bytes = _weigh(spec, run, weighed)
+      free -= step_bytes
+  placement = source.decide(data=data, platform=platform,
+                            budget=input_pipeline.agreed_minimum(free))
+  if weighed is not None and placement.where == weighed.placement.where:
+    weighed.placement = placement  # the weighed copy goes where it was weighed, and says why.
+    return weighed, dataclasses.replace(steps, compiled=True)
+  source = source.placed(placement)
+  return source, _fed(spec, run, source)
 
 
-def step_memory_bytes(spec: RunSpec, *, num_classes: int, devices) -> int:
-  """The device memory the run's compiled train step takes beside a placed set, from XLA's
-  memory analysis of it: its arguments (the state and a batch of the model's input) and outputs
-  (less the donated state they alias), its temporaries and its code."""
-  compiled = lower_train_step(spec, num_classes=num_classes, devices=devices).lowered.compile()
-  memory = compiled.memory_analysis()
-  return (memory.argument_size_in_bytes + memory.output_size_in_bytes
-          - memory.alias_size_in_bytes + memory.temp_size_in_bytes
-          + memory.generated_code_size_in_bytes)
+def _fed(spec: RunSpec, run: "Experiment", source) -> "FedSteps":
+  return fed_steps(run, source.device_input(run.batch_sharding, seed=spec.seed,
+                                            dtype=models.DTYPES[spec.model.dtype], place=False))
+
+
+def _weigh(spec: RunSpec, run: "Experiment", source) -> tuple["FedSteps", int]:
+  """The run's steps fed by `source` (its set's place decided, not yet placed), with the train
+  step compiled — the program training runs, which JAX keeps for its calls — and the device
+  memory that step takes beside the set, from XLA's memory analysis: its arguments (the state,
+  the set, a batch) and outputs (less the donated state they alias), its temporaries (the
+  batch's gathering and augmenting among them) and its code, less the set's own bytes."""
+  steps = _fed(spec, run, source)
+  inputs, labels = input_pipeline.batch_shapes(source, run.batch_sharding,
+                                               spec.global_batch_size, seed=spec.seed)
+  logging.info("compiling the step to weigh it beside the decoded set …")
+  with jax.set_mesh(run.mesh):  # as train.py's loop calls it: the same program.
+    memory = steps.train_program.lower(
+        run.scheme.state, steps.held, inputs, labels,
+        jax.ShapeDtypeStruct((), np.int32)).compile().memory_analysis()
+  held = sum(math.prod(x.sharding.shard_shape(x.shape)) * x.dtype.itemsize
+             for x in jax.tree.leaves(steps.held))
+  return steps, (memory.argument_size_in_bytes + memory.output_size_in_bytes
+                 - memory.alias_size_in_bytes + memory.temp_size_in_bytes
+                 + memory.generated_code_size_in_bytes - held)
+
+
+def step_memory_bytes(spec: RunSpec, run: "Experiment", source) -> int:
+  """The device memory `feed` weighs the run's train step at beside `source`'s set, placed as
+  it is (`source.placed(...)`)."""
+  return _weigh(spec, run, source)[1]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -298,7 +337,17 @@ class FedSteps:
   it (`fed_steps`): made once per run, so that training and every evaluation compile once."""
   train_program: compiler_options.Program  # (state, held, inputs, labels, step)
   eval_program: compiler_options.Program  # (variables, inputs, labels, weights)
-  held: object  # what the source keeps on the devices (input_pipeline.source.DeviceInput)
+  device_input: object  # the source's (input_pipeline.source.DeviceInput): its `held` arrays
+  compiled: bool = False  # the train program is compiled already (`feed` weighed it).
+
+  @property
+  def held(self):
+    """What the source keeps on the devices: its shapes until `placed`."""
+    return self.device_input.held
+
+  def placed(self) -> "FedSteps":
+    """These steps with the source's arrays read onto the devices (the same programs)."""
+    return dataclasses.replace(self, device_input=self.device_input.placed())
 
   def train(self, state, inputs, labels, *, step: int):
     """`(state, metrics)` of step `step` on the batch the source sent as `inputs`."""
@@ -319,7 +368,7 @@ def fed_steps(run: Experiment, device_input) -> FedSteps:
   evaluate = run.eval_step.fed(
       lambda variables, inputs, labels, weights: (variables, device_input.evaluate(inputs),
                                                   labels, weights))
-  return FedSteps(train, evaluate, device_input.held)
+  return FedSteps(train, evaluate, device_input)
 
 
 def steps_to_train(spec: RunSpec, steps_per_epoch: int) -> int:

@@ -104,8 +104,9 @@ def train_and_evaluate(spec: experiment.RunSpec, workdir: str, *,
                    "data continue from position %s.", restored.step,
                    restored.meta.get("parallelism"), restored.meta.get("mesh"),
                    restored.meta.get("data_position"))
-    logging.info("compiling the step for the %d×%d mesh (%s) …", spec.plan.data, spec.plan.model,
-                 spec.plan.scheme)
+    if not job.steps.compiled:
+      logging.info("compiling the step for the %d×%d mesh (%s) …", spec.plan.data,
+                   spec.plan.model, spec.plan.scheme)
     compiles = opened.enter_context(contextlib.closing(_Compiles()))
     first_step = restored.step if restored else 0
     state = restored.state if restored else job.run.scheme.init()
@@ -153,8 +154,9 @@ class _Job:
   dataset: object  # an input_pipeline source.
   steps_per_epoch: int
   total_steps: int
-  # The train and eval steps with the source's input work inside (experiment.fed_steps); until
-  # `fed`, the eval step only (a finished run's evaluation places nothing).
+  # The train and eval steps with the source's input work inside (experiment.feed); until
+  # `fed`, what the source keeps on the devices is its shapes (a finished run's evaluation
+  # places nothing).
   steps: experiment.FedSteps
 
   @classmethod
@@ -175,13 +177,12 @@ class _Job:
                  "epoch), %s parameters", spec.model.name, plan.scheme, plan.data, plan.model,
                  devices[0].platform, spec.global_batch_size, total_steps, steps_per_epoch,
                  f"{models.count_params(evaluated['params']):,}")
-    return cls(spec, run, dataset, steps_per_epoch, total_steps,
-               _fed_steps(spec, run, dataset, place=False))
+    dataset, steps = experiment.feed(spec, run, dataset)
+    return cls(spec, run, dataset, steps_per_epoch, total_steps, steps)
 
   def fed(self) -> "_Job":
-    """This job with its training set placed and its train step made (`steps`)."""
-    return dataclasses.replace(self, steps=_fed_steps(self.spec, self.run, self.dataset,
-                                                      place=True))
+    """This job with its training set placed where its source keeps it (`steps`)."""
+    return dataclasses.replace(self, steps=self.steps.placed())
 
   def evaluate(self, state) -> dict[str, float]:
     return evaluate(self.steps.evaluate, self.run.scheme.eval_variables(state), self.dataset,
@@ -197,15 +198,6 @@ class _Job:
     (batch,) = input_pipeline.eval_batches(self.dataset.probe(examples),
                                            self.run.batch_sharding, examples)
     return batch
-
-
-def _fed_steps(spec: experiment.RunSpec, run: experiment.Experiment, dataset, *,
-               place: bool) -> experiment.FedSteps:
-  """The run's steps fed by `dataset` (`place`: its training set placed on the devices, where
-  it goes there; else the eval step only)."""
-  device_input = dataset.device_input(run.batch_sharding, seed=spec.seed,
-                                      dtype=models.DTYPES[spec.model.dtype], place=place)
-  return experiment.fed_steps(run, device_input)
 
 
 class _Loop:

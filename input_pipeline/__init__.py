@@ -223,6 +223,21 @@ def start_position(source, step: int, global_batch: int, *, saved=None):
   return saved
 
 
+def batch_shapes(source, sharding: NamedSharding, global_batch: int, *, seed: int):
+  """(inputs, labels) of a training batch as `train_iterator` lays them out, shapes only
+  (jax.ShapeDtypeStruct): read off the host batch of step 0 (row numbers, for the sources that
+  keep their set on the devices: nothing is read from disk)."""
+  host = source.train_batches(global_batch, seed=seed,
+                              position=source.position_at(0, global_batch),
+                              shard=process_rows(sharding, global_batch))
+  try:
+    first = next(host)[:2]
+  finally:
+    host.close()
+  return tuple(jax.ShapeDtypeStruct((global_batch,) + a.shape[1:], a.dtype, sharding=sharding)
+               for a in first)
+
+
 def train_iterator(source, sharding: NamedSharding, global_batch: int, *, seed: int, position,
                    prefetch: int = 2):
   """Yields (inputs, labels, position) of consecutive steps as global arrays laid out as

@@ -120,16 +120,15 @@ class Dataset(StepPositioned):
     del seed
     mean, scale = self.mean, self.scale  # once, not per batch.
     evaluate = lambda images: normalise(lay_out(images, sharding), mean, scale).astype(dtype)
-    if not place:
-      return DeviceInput(train=None, evaluate=evaluate)
     everywhere = NamedSharding(sharding.mesh, PartitionSpec())
     # Every process holds the whole set, so each supplies its own devices' copies.
-    held = jax.make_array_from_callback(self.x_train.shape, everywhere,
-                                        lambda index: self.x_train[index])
-    return DeviceInput(
+    read = lambda: jax.make_array_from_callback(self.x_train.shape, everywhere,
+                                                lambda index: self.x_train[index])
+    return DeviceInput.holding(
+        jax.ShapeDtypeStruct(self.x_train.shape, self.x_train.dtype, sharding=everywhere), read,
+        place=place, evaluate=evaluate,
         train=lambda x, rows, step: normalise(gather_rows(x, rows, sharding), mean,
-                                              scale).astype(dtype),
-        evaluate=evaluate, held=held)
+                                              scale).astype(dtype))
 
 
 def _resize(x: np.ndarray, size: int) -> np.ndarray:

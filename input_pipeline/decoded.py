@@ -27,7 +27,7 @@ Reading (`DecodedDataset`, the source `decoded:DIR` of input_pipeline.load): the
 step s is arrays.batch_indices(N, batch, seed, s), the order of the in-memory and prepared
 sources — a pure function of (seed, s), so the position a checkpoint stores is the step and the
 batches are the same on any mesh and process count. Where the set goes (`placement`, decided once
-by experiment.load_dataset — every process's reading agreed — and placed before the first step,
+by experiment.feed — every process's reading agreed — and placed before the first step,
 saying so in the log with its size, where and the seconds it took):
   devices  in device memory: a whole copy on every device where one fits, else each device
            holds its share of the rows over the mesh's "data" axis (its process reads only
@@ -404,7 +404,7 @@ def free_device_bytes(devices) -> int | None:
 @dataclasses.dataclass(frozen=True)
 class Placement:
   """Where a decoded training set lies for a run: decided once, before any work
-  (experiment.load_dataset, with every process's reading agreed), and passed on.
+  (experiment.feed, with every process's reading agreed), and passed on.
 
   Attributes:
     where: WHOLE (a copy on every device), SPLIT (each device its share of the rows over the
@@ -537,7 +537,7 @@ class DecodedDataset(StepPositioned):
 
   def _where(self) -> str:
     if self.placement is None:
-      raise RuntimeError("decide where the set goes first (experiment.load_dataset: placed).")
+      raise RuntimeError("decide where the set goes first (experiment.feed: placed).")
     return self.placement.where
 
   # --- the source interface (source.py) ---------------------------------------------------------
@@ -603,18 +603,21 @@ class DecodedDataset(StepPositioned):
         sharding, seed=seed, image_size=self.image_size, stored=(size, size),
         pca_stddev=self.pca_stddev, mean=self.mean, std=self.std, crops=self.eval_crops,
         window=window, dtype=dtype)
-    if not place:
-      return DeviceInput(train=None, evaluate=evaluate)
     where, mesh = self._where(), sharding.mesh
     if where == HOST:
-      logging.info("decoded set %s: read on the host (%s).", self.directory,
-                   self.placement.why)
-      return DeviceInput(train=lambda held, rows, step: train(rows, step), evaluate=evaluate)
+      def nothing_held():  # "placing" it says where it is read.
+        logging.info("decoded set %s: read on the host (%s).", self.directory,
+                     self.placement.why)
+        return ()
+
+      return DeviceInput(train=lambda held, rows, step: train(rows, step), evaluate=evaluate,
+                         held=nothing_held() if place else (),
+                         place=None if place else nothing_held)
     if where == WHOLE:
-      held = self._read_onto(NamedSharding(mesh, PartitionSpec()))
+      held = NamedSharding(mesh, PartitionSpec())
       gather = lambda x, rows: device_augment.gather_rows(x, rows, sharding)
     else:
-      held = self._read_onto(NamedSharding(mesh, PartitionSpec(exchange.DATA)))
+      held = NamedSharding(mesh, PartitionSpec(exchange.DATA))
       rows_per_device = self.rows_per_device(self.placement.data)
       everywhere = NamedSharding(mesh, PartitionSpec())
 
@@ -624,8 +627,15 @@ class DecodedDataset(StepPositioned):
                                  capacity=exchange.capacity(plan.shape[0], mesh.shape["data"]))
         return device_augment.lay_out(rows, sharding)
 
-    return DeviceInput(train=lambda x, inputs, step: train(gather(x, inputs), step),
-                       evaluate=evaluate, held=held)
+    return DeviceInput.holding(self._held_shape(held), lambda: self._read_onto(held),
+                               place=place, evaluate=evaluate,
+                               train=lambda x, inputs, step: train(gather(x, inputs), step))
+
+  def _held_shape(self, sharding: NamedSharding) -> jax.ShapeDtypeStruct:
+    """The training rows as `_read_onto` lays them out: padded to a multiple of the row shards."""
+    shards = sharding.mesh.shape["data"] if sharding.spec else 1
+    return jax.ShapeDtypeStruct((self.rows_per_device(shards) * shards,
+                                 self.manifest.bytes_per_image), np.uint8, sharding=sharding)
 
   def _read_onto(self, sharding: NamedSharding):
     """The training rows on the devices of `sharding`'s mesh, laid out as `sharding` says (rows
@@ -633,7 +643,7 @@ class DecodedDataset(StepPositioned):
     devices' rows, straight from the mapped file."""
     images = self.manifest.images(self.directory, "train")
     shards = sharding.mesh.shape["data"] if sharding.spec else 1
-    rows = self.rows_per_device(shards) * shards
+    rows = self._held_shape(sharding).shape[0]
     start_s = time.perf_counter()
 
     def read(index):

@@ -23,11 +23,29 @@ class DeviceInput:
       `train_batches` yields (images, or row numbers of a set on the devices), `step` the step.
     evaluate: `inputs -> images` (of `eval_batches`).
     held: the arrays the source keeps on the devices for every batch (a training set placed
-      there), an argument of the train step's program; () where there are none.
+      there), an argument of the train step's program; () where there are none. Until placed
+      (`device_input(place=False)`), their shapes only (jax.ShapeDtypeStruct): enough to
+      compile the step, and to weigh it, before the set is read.
+    place: reads `held` onto the devices where it is shapes only so far; None once placed.
   """
   train: Callable
   evaluate: Callable
   held: object = ()
+  place: Callable[[], object] | None = None
+
+  @classmethod
+  def holding(cls, shape: jax.ShapeDtypeStruct, read: Callable[[], jax.Array], *, place: bool,
+              train: Callable, evaluate: Callable) -> "DeviceInput":
+    """The DeviceInput of a source that keeps one array of `shape` on the devices, which
+    `read` puts there: read now where `place`, else by `placed`."""
+    if place:
+      return cls(train, evaluate, held=read())
+    return cls(train, evaluate, held=shape, place=read)
+
+  def placed(self) -> "DeviceInput":
+    """This input with its arrays on the devices (read now, where they were shapes only)."""
+    return self if self.place is None else dataclasses.replace(self, held=self.place(),
+                                                               place=None)
 
   @functools.cached_property
   def _train_program(self):
@@ -83,7 +101,8 @@ class Source(abc.ABC):
                    place: bool = True) -> DeviceInput:
     """What finishes this source's batches, laid out as `sharding`, on the devices, into the
     model's `dtype` — placing what the source keeps there, at once, unless not to `place` it
-    (then only `evaluate` is made: a finished run's evaluation). By default the batches arrive
+    (then DeviceInput.held is its shapes: the steps compile, a finished run evaluates, and
+    `DeviceInput.placed` reads it when training starts). By default the batches arrive
     finished: only cast."""
     del sharding, seed, place
     return DeviceInput(train=lambda held, images, step: images.astype(dtype),

@@ -425,24 +425,27 @@ class CompileOnceTest(absltest.TestCase):
     return [event for start, event in heard
             if event in train._COMPILE_EVENTS and start > evaluated[0]]
 
-  def test_load_dataset_decides_from_the_compiled_steps_memory_before_any_work(self):
+  def test_the_placement_is_decided_from_the_compiled_steps_memory_before_any_work(self):
     config = default.get_config()
     config.update(dataset=f"decoded:{self.yuv}", model="alexnet_owt_tiny", image_size=64,
                   global_batch_size=8, decoded_placement="devices", parallelism="data")
     config.mesh.data = 2
     spec = experiment.resolve(config)
-    step = experiment.step_memory_bytes(spec, num_classes=CLASSES, devices=jax.devices()[:2])
-    # The compiled step holds at least its state: the parameters and their momentum, float32.
     run = experiment.build(spec, num_classes=CLASSES, channels=3, steps_per_epoch=1,
-                           total_steps=1, abstract=True)
-    params = models.count_params(run.scheme.state.params)
-    self.assertGreater(step, 2 * 4 * params)
+                           total_steps=1, devices=jax.devices()[:2], abstract=True)
+    source = experiment.load_dataset(spec)
     set_bytes = TRAIN * self.SIZE**2 * 3 // 2
+    whole = source.placed(decoded.Placement(decoded.WHOLE, 2, "as the test places it"))
+    step = experiment.step_memory_bytes(spec, run, whole)
+    # The compiled step holds at least its state (the parameters and their momentum, float32)
+    # and the batch's images it gathers from the set (float32), beside the set it is given.
+    params = models.count_params(run.scheme.state.params)
+    self.assertGreater(step, 2 * 4 * params + 4 * 8 * 64 * 64 * 3 // 2)
     # CPU devices give a set half the host's available memory, split over them (two here).
     for room, where in ((step + set_bytes, decoded.WHOLE),  # the set and the step fit
                         (step + set_bytes - 1, decoded.SPLIT)):  # the step's bytes are kept
       with mock.patch.object(decoded, "available_memory_bytes", return_value=2 * 2 * room):
-        self.assertEqual(experiment.load_dataset(spec).placement.where, where)
+        self.assertEqual(experiment.feed(spec, run, source)[0].placement.where, where)
 
   def test_nothing_compiles_after_the_first_evaluation(self):
     sources = {"digits": dict(dataset="digits"),
@@ -477,16 +480,20 @@ for directory in pairs[process::2]:
                 global_batch_size=8, decoded_placement="devices", parallelism="data")
   config.mesh.data = 2
   spec = experiment.resolve(config, processes=2)
-  step = experiment.step_memory_bytes(spec, num_classes=3, devices=jax.devices())
-  source = decoded.DecodedDataset(directory, image_size=64)
+  try:
+    source = experiment.load_dataset(spec)
+  except UserError as e:
+    print(json.dumps(f"error: {e}"))
+    continue
+  run = experiment.build(spec, num_classes=3, channels=3, steps_per_epoch=1, total_steps=1,
+                         abstract=True)
+  whole = source.placed(decoded.Placement(decoded.WHOLE, 2, "as the test places it"))
+  step = experiment.step_memory_bytes(spec, run, whole)
   # Process 0 has room for the whole set beside the step; process 1 for its share only.
   room = step + (source.set_bytes if process == 0 else source.rows_per_device(2) *
                  source.manifest.bytes_per_image)
   with mock.patch.object(decoded, "available_memory_bytes", return_value=2 * room):
-    try:
-      print(json.dumps(experiment.load_dataset(spec).placement.where))
-    except UserError as e:
-      print(json.dumps(f"error: {e}"))
+    print(json.dumps(experiment.feed(spec, run, source)[0].placement.where))
 """
 
 

@@ -251,11 +251,9 @@ class _Cells:
           self.assertEqual(settled, [SETTLED[source]])
         self.assertLen(losses(workdir)["train"], 2)
         # Its train step is one program, compiled (or read from the cache) once: the state
-        # leaves a step where the next step takes it. A set placed on the devices is first
-        # weighed against the step's memory (experiment.step_memory_bytes), which compiles the
-        # step without its input work once more.
-        self.assertEqual(sum(map(compiled.count, STEP_PROGRAMS)),
-                         2 if source in ("decoded devices", "decoded split") else 1, compiled)
+        # leaves a step where the next step takes it; a set placed on the devices is weighed
+        # against that same program's memory (experiment.feed).
+        self.assertEqual(sum(map(compiled.count, STEP_PROGRAMS)), 1, compiled)
         numerics.assert_as_accurate(losses(workdir), *self.reference(source))
         record(cell, "trained; losses = 1 device's")
 
