@@ -15,6 +15,7 @@ default in configs/default.py. `SETTINGS`, the checks of every field, is read of
 
 import dataclasses
 import math
+import time
 import types
 
 import jax
@@ -246,7 +247,7 @@ class Experiment:
 def load_dataset(spec: RunSpec):
   """The input pipeline's source for the run's data (input_pipeline.load), what every process
   read of it agreed. A decoded set's placement is not decided yet: `feed` decides it, with the
-  run built. A shortfall, or processes that read different sets, is a UserError."""
+  run built. Processes that read different sets are a UserError."""
   data = spec.data
   source = input_pipeline.load(
       data.dataset, image_size=spec.image_size, seed=spec.seed,
@@ -270,31 +271,43 @@ def feed(spec: RunSpec, run: "Experiment", source) -> tuple[object, "FedSteps"]:
 
   A decoded set's Placement (on the devices, whole or split, or the host) is decided here,
   once, before any work: from the memory every process's devices have free less what the
-  run's train step takes beside the set, agreed (the smallest). That step is weighed by
-  compiling it, as it will run, for the placement asked (the whole set, or its shares where
-  'split' was asked): where the set goes there, training runs that compiled program; where it
-  goes elsewhere, the step compiles again for it. A shortfall is a UserError.
+  run's train step takes beside the set, agreed (the smallest). The step is weighed by
+  compiling it as it will run, for the first placement on the devices that `decide` would
+  choose and whose set alone fits (decoded.DecodedDataset.worth_weighing): where the set goes
+  there, training runs that compiled program. A shortfall is a UserError.
   """
   if not hasattr(source, "placed"):
     return source, _fed(spec, run, source)
   data, asked = spec.plan.data, spec.data.decoded_placement
   platform = run.mesh.devices.flat[0].platform
-  weighed = free = None
+  budget, weighed = None, None
   if asked != "host" and not (asked == "auto" and platform == "cpu"):
     # The same on every process (one config, one platform), so every process takes part.
-    free = decoded_input.free_device_bytes(
-        [d for d in run.mesh.devices.flat if d.process_index == jax.process_index()])
-    if free is not None:
-      weighed = source.placed(decoded_input.Placement(
-          decoded_input.SPLIT if asked == decoded_input.SPLIT else decoded_input.WHOLE, data,
-          "weighed"))
-      steps, step_bytes = _weigh(spec, run, weighed)
-      free -= step_bytes
-  placement = source.decide(data=data, platform=platform,
-                            budget=input_pipeline.agreed_minimum(free))
-  if weighed is not None and placement.where == weighed.placement.where:
-    weighed.placement = placement  # the weighed copy goes where it was weighed, and says why.
-    return weighed, dataclasses.replace(steps, compiled=True)
+    room = input_pipeline.agreed_minimum(decoded_input.free_device_bytes(
+        [d for d in run.mesh.devices.flat if d.process_index == jax.process_index()]))
+    budget = room
+    for where, set_bytes in ([] if room is None else
+                             source.worth_weighing(data=data, room=room)):
+      candidate = source.placed(decoded_input.Placement(where, data, "to be weighed"))
+      try:
+        steps, step_bytes = _weigh(spec, run, candidate)
+      except jax.errors.JaxRuntimeError as e:
+        if "RESOURCE_EXHAUSTED" not in str(e):
+          raise
+        # XLA:TPU counts a program's arguments against memory as it compiles: the set and
+        # the step do not fit together, so `decide` must not choose this placement.
+        budget = min(budget, set_bytes - 1)
+        continue
+      budget, weighed = min(budget, room - step_bytes), (candidate, steps)
+      break
+    budget = input_pipeline.agreed_minimum(budget)
+  placement = source.decide(data=data, platform=platform, budget=budget)
+  if weighed and placement.where == weighed[0].placement.where:
+    # The weighed copy goes where it was weighed: its steps read the set as the decision
+    # says (its device_input reads `placement` when the set is placed), and say why.
+    source, steps = weighed
+    source.placement = placement
+    return source, dataclasses.replace(steps, weighed=True)
   source = source.placed(placement)
   return source, _fed(spec, run, source)
 
@@ -307,27 +320,35 @@ def _fed(spec: RunSpec, run: "Experiment", source) -> "FedSteps":
 def _weigh(spec: RunSpec, run: "Experiment", source) -> tuple["FedSteps", int]:
   """The run's steps fed by `source` (its set's place decided, not yet placed), with the train
   step compiled — the program training runs, which JAX keeps for its calls — and the device
-  memory that step takes beside the set, from XLA's memory analysis: its arguments (the state,
-  the set, a batch) and outputs (less the donated state they alias), its temporaries (the
-  batch's gathering and augmenting among them) and its code, less the set's own bytes."""
+  memory that step takes beside the set, from XLA's memory analysis (per device): its
+  arguments (the state, the set, a batch) and outputs (less the donated state they alias), its
+  temporaries (the batch's gathering and augmenting among them) and its code, less the set's
+  own bytes."""
   steps = _fed(spec, run, source)
   inputs, labels = input_pipeline.batch_shapes(source, run.batch_sharding,
                                                spec.global_batch_size, seed=spec.seed)
-  logging.info("compiling the step to weigh it beside the decoded set …")
+  logging.info("compiling the step to weigh it beside the decoded set (%s) …",
+               "a whole copy on each device" if source.placement.where == decoded_input.WHOLE
+               else f"split over {source.placement.data} data shards")
+  start_s = time.perf_counter()
   with jax.set_mesh(run.mesh):  # as train.py's loop calls it: the same program.
     memory = steps.train_program.lower(
         run.scheme.state, steps.held, inputs, labels,
         jax.ShapeDtypeStruct((), np.int32)).compile().memory_analysis()
-  held = sum(math.prod(x.sharding.shard_shape(x.shape)) * x.dtype.itemsize
-             for x in jax.tree.leaves(steps.held))
-  return steps, (memory.argument_size_in_bytes + memory.output_size_in_bytes
-                 - memory.alias_size_in_bytes + memory.temp_size_in_bytes
-                 + memory.generated_code_size_in_bytes - held)
+  held_bytes = sum(math.prod(x.sharding.shard_shape(x.shape)) * x.dtype.itemsize
+                   for x in jax.tree.leaves(steps.held))
+  step_bytes = (memory.argument_size_in_bytes + memory.output_size_in_bytes
+                - memory.alias_size_in_bytes + memory.temp_size_in_bytes
+                + memory.generated_code_size_in_bytes - held_bytes)
+  logging.info("compiled in %.1f s: the step takes %s per device beside the set's %s.",
+               time.perf_counter() - start_s, decoded_input.size_text(step_bytes),
+               decoded_input.size_text(held_bytes))
+  return steps, step_bytes
 
 
 def step_memory_bytes(spec: RunSpec, run: "Experiment", source) -> int:
-  """The device memory `feed` weighs the run's train step at beside `source`'s set, placed as
-  it is (`source.placed(...)`)."""
+  """The device memory `feed` weighs the run's train step at, per device, beside `source`'s
+  set where `source.placement` puts it."""
   return _weigh(spec, run, source)[1]
 
 
@@ -338,7 +359,9 @@ class FedSteps:
   train_program: compiler_options.Program  # (state, held, inputs, labels, step)
   eval_program: compiler_options.Program  # (variables, inputs, labels, weights)
   device_input: object  # the source's (input_pipeline.source.DeviceInput): its `held` arrays
-  compiled: bool = False  # the train program is compiled already (`feed` weighed it).
+  # Its train program was compiled to weigh it (`feed`), and JAX keeps that program for its
+  # calls: training starts without compiling it again.
+  weighed: bool = False
 
   @property
   def held(self):
@@ -470,10 +493,10 @@ class CompileOnly:
 
 def lower_train_step(spec: RunSpec, *, num_classes: int, channels: int = 3, devices=None,
                      steps_per_epoch: int = 100, total_steps: int = 1000) -> CompileOnly:
-  """The train step of `spec` on `devices`, lowered for its global batch — the program
-  `train.py` runs, with no array made: the one path by which benchmarks and tests compile a
-  config's step for devices that are here, or that are not (a TPU or GPU topology's compile-only
-  devices).
+  """The train step of `spec` on `devices`, lowered for its global batch of images — the step
+  `train.py` runs (there with the source's input work in front of it: `feed`), with no array
+  made: the one path by which benchmarks and tests compile a config's step for devices that are
+  here, or that are not (a TPU or GPU topology's compile-only devices).
 
   Args:
     spec: the resolved run.

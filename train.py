@@ -104,7 +104,7 @@ def train_and_evaluate(spec: experiment.RunSpec, workdir: str, *,
                    "data continue from position %s.", restored.step,
                    restored.meta.get("parallelism"), restored.meta.get("mesh"),
                    restored.meta.get("data_position"))
-    if not job.steps.compiled:
+    if not job.steps.weighed:
       logging.info("compiling the step for the %d×%d mesh (%s) …", spec.plan.data,
                    spec.plan.model, spec.plan.scheme)
     compiles = opened.enter_context(contextlib.closing(_Compiles()))

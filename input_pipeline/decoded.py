@@ -238,7 +238,7 @@ def free_disk_bytes(path: str) -> int:
   return shutil.disk_usage(path).free
 
 
-def _gb(n: float) -> str:
+def size_text(n: float) -> str:
   """A size in words: GB to a tenth, or MB / kB where a tenth of a GB would read "0.0 GB" (a
   test's set, a nearly full disk)."""
   for unit, scale in (("GB", 1e9), ("MB", 1e6)):
@@ -280,8 +280,8 @@ def prepare(data, out: str, *, source: str, colour: str, size: int, encode_many,
   available = free_disk_bytes(out) if free_disk is None else free_disk
   if left > available:
     raise UserError(
-        f"--out {out!r} needs {_gb(left)} more for {sum(counts.values()):,} images of "
-        f"{row_bytes:,} bytes ({colour}, {size}²) and its disk has {_gb(available)} free; free "
+        f"--out {out!r} needs {size_text(left)} more for {sum(counts.values()):,} images of "
+        f"{row_bytes:,} bytes ({colour}, {size}²) and its disk has {size_text(available)} free; free "
         f"space or prepare elsewhere" + (" (or with --colour=yuv420, half the bytes)."
                                          if colour == "rgb" else "."))
   os.makedirs(out, exist_ok=True)
@@ -303,7 +303,7 @@ def prepare(data, out: str, *, source: str, colour: str, size: int, encode_many,
   for split in SPLITS:
     os.remove(_progress_path(out, split))
   log(f"decoded {source} into {out}: {examples} images, {sum(map(len, skipped.values()))} "
-      f"skipped, {_gb(sum(examples.values()) * row_bytes)}, {time.perf_counter() - start:.0f} s")
+      f"skipped, {size_text(sum(examples.values()) * row_bytes)}, {time.perf_counter() - start:.0f} s")
   return manifest
 
 
@@ -442,18 +442,18 @@ def decide(asked: str, *, set_bytes: int, share_bytes: int, data: int, platform:
     return Placement(where, data, f"decoded_placement {asked!r}; the {platform.upper()} "
                                   f"devices report no memory statistics, so the fit is not "
                                   f"checked")
-  room = f"{_gb(budget)} each device has for it"
+  room = f"{size_text(budget)} each device has for it"
   if asked != SPLIT and set_bytes <= budget:
-    return Placement(WHOLE, data, f"the {_gb(set_bytes)} set fits in the {room}")
+    return Placement(WHOLE, data, f"the {size_text(set_bytes)} set fits in the {room}")
   if data > 1 and share_bytes <= budget:
-    return Placement(SPLIT, data, f"its {_gb(share_bytes)} share per device fits in the {room}"
-                     + ("" if asked == SPLIT else f" (the whole {_gb(set_bytes)} does not)"))
+    return Placement(SPLIT, data, f"its {size_text(share_bytes)} share per device fits in the {room}"
+                     + ("" if asked == SPLIT else f" (the whole {size_text(set_bytes)} does not)"))
   if asked == "auto":
-    return Placement(HOST, data, f"the {_gb(set_bytes)} set ({_gb(share_bytes)} per device "
+    return Placement(HOST, data, f"the {size_text(set_bytes)} set ({size_text(share_bytes)} per device "
                                  f"split over {data} data shards) does not fit in the {room}")
   raise UserError(
-      f"decoded_placement {asked!r}: the {_gb(set_bytes)} training set of {directory!r} "
-      f"({_gb(share_bytes)} per device split over the mesh's {data} data shards) does not fit "
+      f"decoded_placement {asked!r}: the {size_text(set_bytes)} training set of {directory!r} "
+      f"({size_text(share_bytes)} per device split over the mesh's {data} data shards) does not fit "
       f"in the {room}; use decoded_placement = 'host' or 'auto', or more devices"
       + (", or --colour=yuv420." if colour == "rgb" else "."))
 
@@ -523,11 +523,24 @@ class DecodedDataset(StepPositioned):
     """The rows each device holds of a set split over `data` shards (the last padded)."""
     return -(-self.num_train // data)
 
+  def share_bytes(self, data: int) -> int:
+    """Each device's share of the set split over `data` data shards."""
+    return self.rows_per_device(data) * self.manifest.bytes_per_image
+
   def decide(self, *, data: int, platform: str, budget: int | None) -> Placement:
     """`decide` for this set on a mesh of `data` data shards."""
     return decide(self.asked, set_bytes=self.set_bytes, data=data, platform=platform,
-                  share_bytes=self.rows_per_device(data) * self.manifest.bytes_per_image,
-                  budget=budget, directory=self.directory, colour=self.manifest.colour)
+                  share_bytes=self.share_bytes(data), budget=budget, directory=self.directory,
+                  colour=self.manifest.colour)
+
+  def worth_weighing(self, *, data: int, room: int) -> list[tuple[str, int]]:
+    """(where, bytes per device) of the placements on the devices `decide` may choose, in the
+    order it prefers them, whose set alone fits in the `room` each device has free: those
+    worth compiling the step for to weigh it beside the set (experiment.feed)."""
+    order = [] if self.asked == SPLIT else [(WHOLE, self.set_bytes)]
+    if data > 1:
+      order.append((SPLIT, self.share_bytes(data)))
+    return [(where, size) for where, size in order if size <= room]
 
   def placed(self, placement: Placement) -> "DecodedDataset":
     """This set, to be read where `placement` says."""
@@ -612,12 +625,12 @@ class DecodedDataset(StepPositioned):
 
       return DeviceInput(train=lambda held, rows, step: train(rows, step), evaluate=evaluate,
                          held=nothing_held() if place else (),
-                         place=None if place else nothing_held)
+                         read=None if place else nothing_held)
     if where == WHOLE:
-      held = NamedSharding(mesh, PartitionSpec())
+      lies = NamedSharding(mesh, PartitionSpec())  # how the set lies on the devices
       gather = lambda x, rows: device_augment.gather_rows(x, rows, sharding)
     else:
-      held = NamedSharding(mesh, PartitionSpec(exchange.DATA))
+      lies = NamedSharding(mesh, PartitionSpec(exchange.DATA))
       rows_per_device = self.rows_per_device(self.placement.data)
       everywhere = NamedSharding(mesh, PartitionSpec())
 
@@ -627,7 +640,7 @@ class DecodedDataset(StepPositioned):
                                  capacity=exchange.capacity(plan.shape[0], mesh.shape["data"]))
         return device_augment.lay_out(rows, sharding)
 
-    return DeviceInput.holding(self._held_shape(held), lambda: self._read_onto(held),
+    return DeviceInput.holding(self._held_shape(lies), lambda: self._read_onto(lies),
                                place=place, evaluate=evaluate,
                                train=lambda x, inputs, step: train(gather(x, inputs), step))
 
@@ -659,10 +672,10 @@ class DecodedDataset(StepPositioned):
     devices = sharding.mesh.devices.size
     each = rows * images.shape[1] // shards
     logging.info("decoded set %s: %s placed on %d %s %s, %s, in %.1f s (%s).",
-                 self.directory, _gb(self.set_bytes), devices,
+                 self.directory, size_text(self.set_bytes), devices,
                  sharding.mesh.devices.flat[0].platform.upper(),
                  "device" if devices == 1 else "devices",
                  "a whole copy on each" if shards == 1 else
-                 f"split over {shards} data shards, {_gb(each)} each",
+                 f"split over {shards} data shards, {size_text(each)} each",
                  time.perf_counter() - start_s, self.placement.why)
     return placed

@@ -26,12 +26,12 @@ class DeviceInput:
       there), an argument of the train step's program; () where there are none. Until placed
       (`device_input(place=False)`), their shapes only (jax.ShapeDtypeStruct): enough to
       compile the step, and to weigh it, before the set is read.
-    place: reads `held` onto the devices where it is shapes only so far; None once placed.
+    read: puts `held` on the devices where it is shapes only so far; None once placed.
   """
   train: Callable
   evaluate: Callable
   held: object = ()
-  place: Callable[[], object] | None = None
+  read: Callable[[], object] | None = None
 
   @classmethod
   def holding(cls, shape: jax.ShapeDtypeStruct, read: Callable[[], jax.Array], *, place: bool,
@@ -40,12 +40,11 @@ class DeviceInput:
     `read` puts there: read now where `place`, else by `placed`."""
     if place:
       return cls(train, evaluate, held=read())
-    return cls(train, evaluate, held=shape, place=read)
+    return cls(train, evaluate, held=shape, read=read)
 
   def placed(self) -> "DeviceInput":
     """This input with its arrays on the devices (read now, where they were shapes only)."""
-    return self if self.place is None else dataclasses.replace(self, held=self.place(),
-                                                               place=None)
+    return self if self.read is None else dataclasses.replace(self, held=self.read(), read=None)
 
   @functools.cached_property
   def _train_program(self):

@@ -386,6 +386,21 @@ class DecodedTest(absltest.TestCase):
                       image_format="decoded", size=33)
 
 
+def fewer_copy(directory: str, out: str, *, rows: int) -> str:
+  """A copy of the decoded set in `directory` at `out` with its first `rows` training images
+  only."""
+  shutil.copytree(directory, out)
+  manifest = decoded.Manifest.read(out)
+  with open(os.path.join(out, decoded.MANIFEST)) as f:
+    fields = json.load(f)
+  fields["examples"]["train"] = rows
+  with open(os.path.join(out, decoded.MANIFEST), "w") as f:
+    json.dump(fields, f)
+  os.truncate(os.path.join(out, "train.images"), rows * manifest.bytes_per_image)
+  os.truncate(os.path.join(out, "train.labels"), rows * 4)
+  return out
+
+
 class CompileOnceTest(absltest.TestCase):
   """Training and evaluation compile once: after the first evaluation of a run, nothing is traced,
   lowered or compiled again — for the JPEG path, the decoded set (on the host and on the
@@ -438,14 +453,37 @@ class CompileOnceTest(absltest.TestCase):
     whole = source.placed(decoded.Placement(decoded.WHOLE, 2, "as the test places it"))
     step = experiment.step_memory_bytes(spec, run, whole)
     # The compiled step holds at least its state (the parameters and their momentum, float32)
-    # and the batch's images it gathers from the set (float32), beside the set it is given.
+    # and the images it gathers from the set: each device its 4 of the batch's 8, float32.
     params = models.count_params(run.scheme.state.params)
-    self.assertGreater(step, 2 * 4 * params + 4 * 8 * 64 * 64 * 3 // 2)
+    self.assertGreater(step, 2 * 4 * params + 4 * 4 * 64 * 64 * 3)
+    # ... and not the set's bytes: the step is weighed alike beside a set of half the rows.
+    half = fewer_copy(self.yuv, os.path.join(self.tmp, "half"), rows=TRAIN // 2)
+    half_config = config.copy_and_resolve_references()
+    half_config.dataset = f"decoded:{half}"
+    half_spec = experiment.resolve(half_config)
+    self.assertEqual(experiment.step_memory_bytes(half_spec, run, experiment.load_dataset(
+        half_spec).placed(decoded.Placement(decoded.WHOLE, 2, "as the test places it"))), step)
     # CPU devices give a set half the host's available memory, split over them (two here).
     for room, where in ((step + set_bytes, decoded.WHOLE),  # the set and the step fit
                         (step + set_bytes - 1, decoded.SPLIT)):  # the step's bytes are kept
       with mock.patch.object(decoded, "available_memory_bytes", return_value=2 * 2 * room):
         self.assertEqual(experiment.feed(spec, run, source)[0].placement.where, where)
+    # XLA:TPU refuses to compile a program whose arguments exceed the memory (a CPU never
+    # does, so the refusal is raised here as XLA words it): a whole copy refused so is not
+    # chosen; the split set is weighed and trained with.
+    real_weigh = experiment._weigh
+
+    def weigh(spec, run, source):
+      if source.placement.where == decoded.WHOLE:
+        raise jax.errors.JaxRuntimeError("RESOURCE_EXHAUSTED: XLA:TPU compile permanent error. "
+                                         "Ran out of memory in memory space hbm.")
+      return real_weigh(spec, run, source)
+
+    with mock.patch.object(decoded, "available_memory_bytes",
+                           return_value=2 * 2 * (step + set_bytes)), \
+        mock.patch.object(experiment, "_weigh", weigh):
+      placed, steps = experiment.feed(spec, run, source)
+    self.assertEqual((placed.placement.where, steps.weighed), (decoded.SPLIT, True))
 
   def test_nothing_compiles_after_the_first_evaluation(self):
     sources = {"digits": dict(dataset="digits"),
@@ -459,7 +497,7 @@ class CompileOnceTest(absltest.TestCase):
 
 
 # Each of two processes (jax.distributed on localhost, one CPU device each) reads its own memory
-# (a different amount each, as two hosts would) or its own files, and asks load_dataset where
+# (a different amount each, as two hosts would) or its own files, and asks experiment.feed where
 # the set goes; it prints the answer. It asks once for each pair of directories it is given
 # (its own the first or the second of each pair), in one job: one start of the processes serves
 # every question.
@@ -524,16 +562,7 @@ class ProcessesTest(absltest.TestCase):
 
   def test_two_processes_place_the_set_alike_and_refuse_different_copies(self):
     # Both questions to one job of two processes, one after the other.
-    fewer = os.path.join(self.tmp, "fewer")
-    shutil.copytree(self.yuv, fewer)
-    manifest = decoded.Manifest.read(fewer)
-    with open(os.path.join(fewer, decoded.MANIFEST)) as f:
-      fields = json.load(f)
-    fields["examples"]["train"] = 12
-    with open(os.path.join(fewer, decoded.MANIFEST), "w") as f:
-      json.dump(fields, f)
-    os.truncate(os.path.join(fewer, "train.images"), 12 * manifest.bytes_per_image)
-    os.truncate(os.path.join(fewer, "train.labels"), 12 * 4)
+    fewer = fewer_copy(self.yuv, os.path.join(self.tmp, "fewer"), rows=12)
     alike, different = self.load_in_two_processes((self.yuv, self.yuv), (self.yuv, fewer))
     # Alone, process 0 would hold the whole set and process 1 its share: they run one program,
     # so both split it (the smaller room decides).
