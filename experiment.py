@@ -265,9 +265,11 @@ def load_dataset(spec: RunSpec):
   return source
 
 
-def feed(spec: RunSpec, run: "Experiment", source) -> tuple[object, "FedSteps"]:
+def feed(spec: RunSpec, run: "Experiment", source, *,
+         weigh: bool = True) -> tuple[object, "FedSteps"]:
   """`source` (load_dataset's) with its training set's place decided, and the run's steps fed
   by it (`fed_steps`; nothing placed yet: FedSteps.placed reads the set onto the devices).
+  Not to `weigh` (a run that only evaluates, and places nothing): decided without the memory.
 
   A decoded set's Placement (on the devices, whole or split, or the host) is decided here,
   once, before any work: from the memory every process's devices have free less what the
@@ -281,7 +283,7 @@ def feed(spec: RunSpec, run: "Experiment", source) -> tuple[object, "FedSteps"]:
   data, asked = spec.plan.data, spec.data.decoded_placement
   platform = run.mesh.devices.flat[0].platform
   budget, weighed = None, None
-  if asked != "host" and not (asked == "auto" and platform == "cpu"):
+  if weigh and asked != "host" and not (asked == "auto" and platform == "cpu"):
     # The same on every process (one config, one platform), so every process takes part.
     room = input_pipeline.agreed_minimum(decoded_input.free_device_bytes(
         [d for d in run.mesh.devices.flat if d.process_index == jax.process_index()]))

@@ -97,7 +97,7 @@ def train_and_evaluate(spec: experiment.RunSpec, workdir: str, *,
     checkpointer = checkpointer or open_checkpointer()
     restored = checkpointer.restore_latest(job.run.scheme.state)
     if restored and restored.step >= job.total_steps:
-      return _report_finished(job, restored, workdir=workdir)
+      return _report_finished(job.fed(to_train=False), restored, workdir=workdir)
     job = job.fed()  # the training set placed where its source keeps it, the steps made.
     if restored:
       logging.info("resumed from the checkpoint at step %d (written by %s on a %s mesh); the "
@@ -154,10 +154,9 @@ class _Job:
   dataset: object  # an input_pipeline source.
   steps_per_epoch: int
   total_steps: int
-  # The train and eval steps with the source's input work inside (experiment.feed); until
-  # `fed`, what the source keeps on the devices is its shapes (a finished run's evaluation
-  # places nothing).
-  steps: experiment.FedSteps
+  # The train and eval steps with the source's input work inside (experiment.feed), made by
+  # `fed`.
+  steps: experiment.FedSteps | None = None
 
   @classmethod
   def start(cls, spec: experiment.RunSpec) -> "_Job":
@@ -177,12 +176,15 @@ class _Job:
                  "epoch), %s parameters", spec.model.name, plan.scheme, plan.data, plan.model,
                  devices[0].platform, spec.global_batch_size, total_steps, steps_per_epoch,
                  f"{models.count_params(evaluated['params']):,}")
-    dataset, steps = experiment.feed(spec, run, dataset)
-    return cls(spec, run, dataset, steps_per_epoch, total_steps, steps)
+    return cls(spec, run, dataset, steps_per_epoch, total_steps)
 
-  def fed(self) -> "_Job":
-    """This job with its training set placed where its source keeps it (`steps`)."""
-    return dataclasses.replace(self, steps=self.steps.placed())
+  def fed(self, *, to_train: bool = True) -> "_Job":
+    """This job with its steps fed by its data (experiment.feed): to train, with the training
+    set placed where its source keeps it; else (a finished run's evaluation) with nothing
+    compiled to weigh the step and nothing placed."""
+    dataset, steps = experiment.feed(self.spec, self.run, self.dataset, weigh=to_train)
+    return dataclasses.replace(self, dataset=dataset,
+                               steps=steps.placed() if to_train else steps)
 
   def evaluate(self, state) -> dict[str, float]:
     return evaluate(self.steps.evaluate, self.run.scheme.eval_variables(state), self.dataset,
@@ -279,8 +281,9 @@ class _Loop:
     state, metrics = self.job.steps.train(state, images, labels, step=step)
     jax.block_until_ready(metrics)
     ran = time.time() - start - self.compiles.seconds(since=start)
-    logging.info("compiled in %.1f s; the first step ran in %.2f s.", self.compiles.seconds(),
-                 max(ran, 0.0))
+    logging.info("%scompiled in %.1f s; the first step ran in %.2f s.",
+                 "the step was compiled when it was weighed; the rest " if self.job.steps.weighed
+                 else "", self.compiles.seconds(), max(ran, 0.0))
     self.compiles.close()
     return state, metrics
 

@@ -192,7 +192,8 @@ class Manifest:
   def read(cls, directory: str) -> "Manifest":
     """The manifest of `directory`, or one UserError that says what is missing."""
     path = os.path.join(directory, MANIFEST)
-    make = f"make it with `python -m input_pipeline.prepare --format=decoded --out={directory}`"
+    make = (f"make it with `python -m input_pipeline.prepare --format=decoded --source=... "
+            f"--out={directory}`")
     if not os.path.isdir(directory):
       raise UserError(f"decoded dataset directory {directory!r} does not exist; {make}.")
     if not os.path.isfile(path):
@@ -499,9 +500,11 @@ class DecodedDataset(StepPositioned):
     self.name = f"decoded:{directory}"
     size = self.manifest.size
     if image_size > size:
+      needed = imagenet_stats.resize_size(image_size)
+      needed += needed % 2  # YUV 4:2:0, the default colour, halves the size: an even one.
       raise UserError(f"image_size {image_size} is larger than the {size}² images decoded in "
-                      f"{directory!r}; prepare them with --size="
-                      f"{imagenet_stats.resize_size(image_size)} or train at most at {size}.")
+                      f"{directory!r}; prepare them with --size={needed} or train at most at "
+                      f"{size}.")
     self.image_size, self.pca_stddev, self.eval_crops = image_size, pca_lighting_std, eval_crops
     self.asked = placement
     self.placement = None  # the run's Placement (`placed`)

@@ -356,7 +356,9 @@ class DecodedTest(absltest.TestCase):
     config.update(dataset=f"decoded:{self.yuv}", model="alexnet_owt_tiny",
                   decoded_placement="host", global_batch_size=8)
     spec = experiment.resolve(config)
-    with self.assertRaisesRegex(UserError, "image_size 64 is larger than the 32² images"):
+    # The size it advises is even (YUV 4:2:0 halves it): 64 × 256/224 = 73.1, so 74.
+    with self.assertRaisesRegex(UserError, r"image_size 64 is larger than the 32² images .*; "
+                                r"prepare them with --size=74 or train at most at 32\.$"):
       experiment.load_dataset(spec)  # the default 64 does not fit these 32² images
     source = input_pipeline.load(f"decoded:{self.yuv}", image_size=CROP,
                                  decoded_placement=spec.data.decoded_placement)
@@ -484,6 +486,27 @@ class CompileOnceTest(absltest.TestCase):
         mock.patch.object(experiment, "_weigh", weigh):
       placed, steps = experiment.feed(spec, run, source)
     self.assertEqual((placed.placement.where, steps.weighed), (decoded.SPLIT, True))
+
+  def test_a_finished_run_started_again_weighs_and_compiles_no_train_step(self):
+    config = default.get_config()
+    config.update(dataset=f"decoded:{self.yuv}", decoded_placement="devices",
+                  model="alexnet_owt_tiny", image_size=64, global_batch_size=8,
+                  eval_batch_size=4, num_train_steps=1)
+    compiled = []
+
+    def heard(event, _, fun_name="", **__):
+      if event == "/jax/core/compile/backend_compile_duration":
+        compiled.append(fun_name)
+
+    with tempfile.TemporaryDirectory() as workdir:
+      train.train_config(config, workdir)
+      jax.monitoring.register_event_duration_secs_listener(heard)
+      try:
+        train.train_config(config, workdir)  # finished: evaluated, not trained
+      finally:
+        jax.monitoring.unregister_event_duration_listener(heard)
+    self.assertIn("jit(per_device_eval)", compiled)  # (compiled, or read from the cache)
+    self.assertNotIn("jit(train_step)", compiled)
 
   def test_nothing_compiles_after_the_first_evaluation(self):
     sources = {"digits": dict(dataset="digits"),
