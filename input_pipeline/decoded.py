@@ -282,8 +282,8 @@ def prepare(data, out: str, *, source: str, colour: str, size: int, encode_many,
   if left > available:
     raise UserError(
         f"--out {out!r} needs {size_text(left)} more for {sum(counts.values()):,} images of "
-        f"{row_bytes:,} bytes ({colour}, {size}²) and its disk has {size_text(available)} free; free "
-        f"space or prepare elsewhere" + (" (or with --colour=yuv420, half the bytes)."
+        f"{row_bytes:,} bytes ({colour}, {size}²) and its disk has {size_text(available)} free; "
+        f"free space or prepare elsewhere" + (" (or with --colour=yuv420, half the bytes)."
                                          if colour == "rgb" else "."))
   os.makedirs(out, exist_ok=True)
   start = time.perf_counter()
@@ -304,7 +304,8 @@ def prepare(data, out: str, *, source: str, colour: str, size: int, encode_many,
   for split in SPLITS:
     os.remove(_progress_path(out, split))
   log(f"decoded {source} into {out}: {examples} images, {sum(map(len, skipped.values()))} "
-      f"skipped, {size_text(sum(examples.values()) * row_bytes)}, {time.perf_counter() - start:.0f} s")
+      f"skipped, {size_text(sum(examples.values()) * row_bytes)}, "
+      f"{time.perf_counter() - start:.0f} s")
   return manifest
 
 
@@ -447,15 +448,17 @@ def decide(asked: str, *, set_bytes: int, share_bytes: int, data: int, platform:
   if asked != SPLIT and set_bytes <= budget:
     return Placement(WHOLE, data, f"the {size_text(set_bytes)} set fits in the {room}")
   if data > 1 and share_bytes <= budget:
-    return Placement(SPLIT, data, f"its {size_text(share_bytes)} share per device fits in the {room}"
+    return Placement(SPLIT, data,
+                     f"its {size_text(share_bytes)} share per device fits in the {room}"
                      + ("" if asked == SPLIT else f" (the whole {size_text(set_bytes)} does not)"))
   if asked == "auto":
-    return Placement(HOST, data, f"the {size_text(set_bytes)} set ({size_text(share_bytes)} per device "
-                                 f"split over {data} data shards) does not fit in the {room}")
+    return Placement(HOST, data, f"the {size_text(set_bytes)} set ({size_text(share_bytes)} "
+                                 f"per device split over {data} data shards) does not fit in "
+                                 f"the {room}")
   raise UserError(
       f"decoded_placement {asked!r}: the {size_text(set_bytes)} training set of {directory!r} "
-      f"({size_text(share_bytes)} per device split over the mesh's {data} data shards) does not fit "
-      f"in the {room}; use decoded_placement = 'host' or 'auto', or more devices"
+      f"({size_text(share_bytes)} per device split over the mesh's {data} data shards) does not "
+      f"fit in the {room}; use decoded_placement = 'host' or 'auto', or more devices"
       + (", or --colour=yuv420." if colour == "rgb" else "."))
 
 
