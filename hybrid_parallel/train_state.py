@@ -50,16 +50,21 @@ def state_specs(abstract_state: TrainState, plan: partitioning.Plan, *, tx, clas
                     batch_stats=stats_specs)
 
 
-def initial_variables(model: models.Network, image_shape, *, seed: int) -> dict:
+def initial_variables(model: models.Network, image_shape, *, seed: int | jax.Array) -> dict:
   """The whole single-device network's (`Layout()`) initial variables for `seed`: "params" and,
   with batch norm, "batch_stats", at least float32 (`layers.PARAM_DTYPE`; a float64 reference keeps
   the same values in float64).
+
+  `seed` is the run's seed, or its root key's data (`root_key_data`): inside a program that takes
+  the key data as an argument, one compiled program serves every seed, with the same values.
 
   They depend on the image's height, width and channels, not on the batch: the network is
   initialised on one image, so one program serves every batch size.
   """
   whole = model.clone(layout=models.Layout())
-  variables = whole.init(jax.random.fold_in(jax.random.key(seed), 0),
+  root = (jax.random.wrap_key_data(seed, impl="threefry2x32") if isinstance(seed, jax.Array)
+          else jax.random.key(seed))
+  variables = whole.init(jax.random.fold_in(root, 0),
                          jnp.zeros((1,) + tuple(image_shape[1:]), jnp.float32),
                          example_ids_B=jnp.zeros(1, jnp.int32))
   widen = lambda tree: jax.tree.map(lambda x: x.astype(layers.at_least_float32(model.dtype)), tree)
@@ -133,23 +138,23 @@ def initialize(model: models.Network, tx, image_shape, *, seed: int,
                device: jax.Device | None = None) -> TrainState:
   """`create_unsharded` on `device` (default: the first), in numpy.
 
-  The random initialisers are one compiled program per model, image size and seed — the same for
-  every mesh, scheme, batch and optimiser, so a later run in this process calls it again without
-  tracing it, and a later process reads it from the compilation cache (op by op, each of their
-  operations would compile on its own).
+  The random initialisers are one compiled program per model and image size — the same for every
+  seed, mesh, scheme, batch and optimiser (the seed's key is its argument), so a later run in this
+  process calls it again without tracing it, and a later process reads it from the compilation
+  cache (op by op, each of their operations would compile on its own).
   """
   device = device or jax.devices()[0]
-  variables = _initializer(model.clone(layout=models.Layout()), tuple(image_shape[1:]), seed,
-                           device)()
+  variables = _initializer(model.clone(layout=models.Layout()), tuple(image_shape[1:]),
+                           device)(jax.device_put(root_key_data(seed), device))
   # Zeros and constants, op by op: JAX compiles each operation once per shape for the whole
   # process, where a jit of this would be traced and looked up again for every new optimiser.
   return jax.device_get(from_variables(variables, tx, seed=seed))
 
 
 @functools.lru_cache(maxsize=16)
-def _initializer(model: models.Network, image_hwc: tuple, seed: int, device: jax.Device):
-  """The jitted `initial_variables` of one model, image shape and seed on `device` (it holds the
-  compiled program, never the values it made)."""
+def _initializer(model: models.Network, image_hwc: tuple, device: jax.Device):
+  """The jitted `initial_variables` of one model and image shape on `device`, of the seed's root
+  key data (it holds the compiled program, never the values it made)."""
   return compiler_options.jit_initializer(
-      lambda: initial_variables(model, (1,) + image_hwc, seed=seed), device,
+      lambda key_data: initial_variables(model, (1,) + image_hwc, seed=key_data), device,
       out_shardings=jax.sharding.SingleDeviceSharding(device))

@@ -1,12 +1,8 @@
-"""The gspmd and pmap backends give the explicit step's numbers."""
+"""The gspmd and pmap backends give the explicit step's numbers (the training loop on each, through
+main.py, with every source: tests/paths_test.py)."""
 
-import tempfile
-
-import jax
 from absl.testing import absltest, parameterized
 
-import train
-from configs import data2
 from hybrid_parallel.analysis import hlo_stats
 from hybrid_parallel.errors import UserError
 from tests import numerics, step_test, testing
@@ -97,26 +93,6 @@ class PmapTest(parameterized.TestCase):
       with self.assertRaisesWithLiteralMatch(UserError, message):
         testing.build("alexnet_tiny", scheme, 2, 2 if scheme == "hybrid" else 1, config,
                       step_test.GLOBAL_BATCH)
-
-
-class TrainingLoopTest(parameterized.TestCase):
-
-  def test_the_training_loop_runs_each_backend_to_the_explicit_result(self):
-    # main.py --config=configs/data2.py --config.backend=B, in-process: the in-memory digits sent
-    # as row numbers and gathered inside the step (on GSPMD's mesh of Auto axes, where a gather
-    # cannot name its output sharding: the step crashed at its first batch), and train.py
-    # running the steps inside jax.set_mesh(...), where pmap's own mesh must not clash.
-    results = {}
-    for backend, dtype in (("explicit", "float32"), ("gspmd", "float32"), ("pmap", "float32"),
-                           ("explicit", "float64")):
-      config = data2.get_config()
-      config.update(model="alexnet_tiny", image_size=testing.IMAGE_SIZE, backend=backend,
-                    global_batch_size=32, num_train_steps=3, eval_batch_size=120, dtype=dtype)
-      with tempfile.TemporaryDirectory() as workdir, jax.enable_x64(dtype == "float64"):
-        results[backend, dtype] = train.train_config(config, workdir)
-    for backend in ("gspmd", "pmap"):
-      numerics.assert_as_accurate(results[backend, "float32"], results["explicit", "float32"],
-                                  results["explicit", "float64"])
 
 
 if __name__ == "__main__":

@@ -35,7 +35,6 @@ LONGEST_FIRST = (
     "tests/tfds_input_test.py::EndToEndTest",
     "tests/decoded_input_test.py::CompileOnceTest",
     "tests/variable_batch_test.py::VariantsTest",
-    "tests/backend_test.py::TrainingLoopTest",
     "tests/backend_test.py::GspmdTest",
     "tests/models_test.py::ModelsTest",
     "tests/notebook_test.py::NotebookTest",

@@ -6,13 +6,14 @@ import functools
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 from absl.testing import absltest, parameterized
 from flax import linen as nn
 
 from jax.sharding import PartitionSpec as P
 
 import experiment
-from hybrid_parallel import compiler_options, layers, models, partitioning
+from hybrid_parallel import compiler_options, layers, models, partitioning, train_state
 from hybrid_parallel import mesh as mesh_lib
 from benchmarks.common import torch_resnet
 from hybrid_parallel.analysis import costmodel
@@ -288,6 +289,36 @@ class ModelsTest(parameterized.TestCase):
     numerics.assert_as_accurate(results[False], per_worker, exact[0])
     numerics.assert_as_accurate(results[True], synchronised, exact[1])
     self.assertGreater(np.abs(results[True][0] - results[False][0]).max(), 1e-3)
+
+  def test_every_seed_starts_from_one_compiled_initialiser(self):
+    # A study's seeds, and every run of the suite, read one program per model and image size:
+    # the seed's key is the program's argument, not a constant compiled into it.
+    net = models.build("alexnet_bn_tiny", 7, image_size=64)  # a shape no other test initialises
+    tx = optax.sgd(0.1)
+    compiled = []
+
+    def heard(event, _, fun_name="", **__):
+      if event == "/jax/core/compile/backend_compile_duration" and fun_name == "jit(<lambda>)":
+        compiled.append(fun_name)
+
+    jax.monitoring.register_event_duration_secs_listener(heard)
+    try:
+      states = {seed: train_state.initialize(net, tx, (1, 64, 64, 3), seed=seed)
+                for seed in (0, 1, 2**40 + 3)}  # past 32 bits: the key's two words both used
+    finally:
+      jax.monitoring.unregister_event_duration_listener(heard)
+    self.assertLen(compiled, 1)
+    device = jax.devices()[0]
+    for seed, state in states.items():
+      # Bit for bit the values of a program with the seed compiled into it (as one was before).
+      own = compiler_options.jit_initializer(
+          lambda seed=seed: train_state.initial_variables(net, (1, 64, 64, 3), seed=seed),
+          device)()
+      jax.tree.map(np.testing.assert_array_equal, state.params, jax.device_get(own["params"]))
+      jax.tree.map(np.testing.assert_array_equal, state.batch_stats,
+                   jax.device_get(own["batch_stats"]))
+    first_kernels = [jax.tree.leaves(states[seed].params)[0] for seed in (0, 1)]
+    self.assertFalse(np.array_equal(*first_kernels))  # the seed is not ignored
 
   def test_unknown_model(self):
     with self.assertRaisesRegex(UserError, "unknown model 'vgg'"):
