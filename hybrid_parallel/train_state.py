@@ -62,8 +62,8 @@ def initial_variables(model: models.Network, image_shape, *, seed: int | jax.Arr
   initialised on one image, so one program serves every batch size.
   """
   whole = model.clone(layout=models.Layout())
-  root = (jax.random.wrap_key_data(seed, impl="threefry2x32") if isinstance(seed, jax.Array)
-          else jax.random.key(seed))
+  root = (jax.random.wrap_key_data(seed, impl=jax.config.jax_default_prng_impl)
+          if isinstance(seed, jax.Array) else jax.random.key(seed))
   variables = whole.init(jax.random.fold_in(root, 0),
                          jnp.zeros((1,) + tuple(image_shape[1:]), jnp.float32),
                          example_ids_B=jnp.zeros(1, jnp.int32))
@@ -144,17 +144,19 @@ def initialize(model: models.Network, tx, image_shape, *, seed: int,
   cache (op by op, each of their operations would compile on its own).
   """
   device = device or jax.devices()[0]
-  variables = _initializer(model.clone(layout=models.Layout()), tuple(image_shape[1:]),
-                           device)(jax.device_put(root_key_data(seed), device))
+  # The key's implementation (JAX's default, which a benchmark may change) picks the program.
+  variables = _initializer(model.clone(layout=models.Layout()), tuple(image_shape[1:]), device,
+                           jax.config.jax_default_prng_impl)(
+                               jax.device_put(root_key_data(seed), device))
   # Zeros and constants, op by op: JAX compiles each operation once per shape for the whole
   # process, where a jit of this would be traced and looked up again for every new optimiser.
   return jax.device_get(from_variables(variables, tx, seed=seed))
 
 
 @functools.lru_cache(maxsize=16)
-def _initializer(model: models.Network, image_hwc: tuple, device: jax.Device):
+def _initializer(model: models.Network, image_hwc: tuple, device: jax.Device, prng_impl: str):
   """The jitted `initial_variables` of one model and image shape on `device`, of the seed's root
-  key data (it holds the compiled program, never the values it made)."""
+  key data under `prng_impl` (it holds the compiled program, never the values it made)."""
   return compiler_options.jit_initializer(
       lambda key_data: initial_variables(model, (1,) + image_hwc, seed=key_data), device,
       out_shardings=jax.sharding.SingleDeviceSharding(device))

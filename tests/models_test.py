@@ -303,22 +303,31 @@ class ModelsTest(parameterized.TestCase):
 
     jax.monitoring.register_event_duration_secs_listener(heard)
     try:
-      states = {seed: train_state.initialize(net, tx, (1, 64, 64, 3), seed=seed)
-                for seed in (0, 1, 2**40 + 3)}  # past 32 bits: the key's two words both used
+      # Past 32 bits, the seed's key uses both its words; unsafe_rbg (which the GPU benchmark
+      # tries) has keys of four words, and a program of its own.
+      states = {(seed, impl): self._initialized(net, tx, seed, impl)
+                for impl in ("threefry2x32", "unsafe_rbg") for seed in (0, 1, 2**40 + 3)}
     finally:
       jax.monitoring.unregister_event_duration_listener(heard)
-    self.assertLen(compiled, 1)
+    self.assertLen(compiled, 2)
     device = jax.devices()[0]
-    for seed, state in states.items():
+    for (seed, impl), state in states.items():
       # Bit for bit the values of a program with the seed compiled into it (as one was before).
-      own = compiler_options.jit_initializer(
-          lambda seed=seed: train_state.initial_variables(net, (1, 64, 64, 3), seed=seed),
-          device)()
+      with jax.default_prng_impl(impl):
+        own = compiler_options.jit_initializer(
+            lambda seed=seed: train_state.initial_variables(net, (1, 64, 64, 3), seed=seed),
+            device)()
       jax.tree.map(np.testing.assert_array_equal, state.params, jax.device_get(own["params"]))
       jax.tree.map(np.testing.assert_array_equal, state.batch_stats,
                    jax.device_get(own["batch_stats"]))
-    first_kernels = [jax.tree.leaves(states[seed].params)[0] for seed in (0, 1)]
-    self.assertFalse(np.array_equal(*first_kernels))  # the seed is not ignored
+    for impl in ("threefry2x32", "unsafe_rbg"):  # the seed is not ignored
+      first_kernels = [jax.tree.leaves(states[seed, impl].params)[0] for seed in (0, 1)]
+      self.assertFalse(np.array_equal(*first_kernels))
+
+  @staticmethod
+  def _initialized(net, tx, seed, impl):
+    with jax.default_prng_impl(impl):
+      return train_state.initialize(net, tx, (1, 64, 64, 3), seed=seed)
 
   def test_unknown_model(self):
     with self.assertRaisesRegex(UserError, "unknown model 'vgg'"):
