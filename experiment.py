@@ -274,9 +274,9 @@ def feed(spec: RunSpec, run: "Experiment", source, *,
   A decoded set's Placement (on the devices, whole or split, or the host) is decided here,
   once, before any work: from the memory every process's devices have free less what the
   run's train step takes beside the set, agreed (the smallest). The step is weighed by
-  compiling it as it will run, for the first placement on the devices that `decide` would
-  choose and whose set alone fits (decoded.DecodedDataset.worth_weighing): where the set goes
-  there, training runs that compiled program. A shortfall is a UserError.
+  compiling it as it will run, for the placement on the devices that `decide` chooses for the
+  set alone in that memory: where the set goes there, training runs that compiled program. A
+  shortfall is a UserError.
   """
   if not hasattr(source, "placed"):
     return source, _fed(spec, run, source)
@@ -288,8 +288,11 @@ def feed(spec: RunSpec, run: "Experiment", source, *,
     room = input_pipeline.agreed_minimum(decoded_input.free_device_bytes(
         [d for d in run.mesh.devices.flat if d.process_index == jax.process_index()]))
     budget = room
-    for where, set_bytes in ([] if room is None else
-                             source.worth_weighing(data=data, room=room)):
+    # The placement `decide` chooses for the set alone in that room is the one weighed.
+    while budget is not None and weighed is None:
+      where = source.decide(data=data, platform=platform, budget=budget).where
+      if where == decoded_input.HOST:
+        break
       candidate = source.placed(decoded_input.Placement(where, data, "to be weighed"))
       try:
         steps, step_bytes = _weigh(spec, run, candidate)
@@ -298,10 +301,10 @@ def feed(spec: RunSpec, run: "Experiment", source, *,
           raise
         # XLA:TPU counts a program's arguments against memory as it compiles: the set and
         # the step do not fit together, so `decide` must not choose this placement.
-        budget = min(budget, set_bytes - 1)
+        budget = (source.set_bytes if where == decoded_input.WHOLE
+                  else source.share_bytes(data)) - 1
         continue
       budget, weighed = min(budget, room - step_bytes), (candidate, steps)
-      break
     budget = input_pipeline.agreed_minimum(budget)
   placement = source.decide(data=data, platform=platform, budget=budget)
   if weighed and placement.where == weighed[0].placement.where:

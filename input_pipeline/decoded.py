@@ -539,15 +539,6 @@ class DecodedDataset(StepPositioned):
                   share_bytes=self.share_bytes(data), budget=budget, directory=self.directory,
                   colour=self.manifest.colour)
 
-  def worth_weighing(self, *, data: int, room: int) -> list[tuple[str, int]]:
-    """(where, bytes per device) of the placements on the devices `decide` may choose, in the
-    order it prefers them, whose set alone fits in the `room` each device has free: those
-    worth compiling the step for to weigh it beside the set (experiment.feed)."""
-    order = [] if self.asked == SPLIT else [(WHOLE, self.set_bytes)]
-    if data > 1:
-      order.append((SPLIT, self.share_bytes(data)))
-    return [(where, size) for where, size in order if size <= room]
-
   def placed(self, placement: Placement) -> "DecodedDataset":
     """This set, to be read where `placement` says."""
     placed = copy.copy(self)
