@@ -50,21 +50,17 @@ def state_specs(abstract_state: TrainState, plan: partitioning.Plan, *, tx, clas
                     batch_stats=stats_specs)
 
 
-def initial_variables(model: models.Network, image_shape, *, seed: int | jax.Array) -> dict:
-  """The whole single-device network's (`Layout()`) initial variables for `seed`: "params" and,
-  with batch norm, "batch_stats", at least float32 (`layers.PARAM_DTYPE`; a float64 reference keeps
-  the same values in float64).
-
-  `seed` is the run's seed, or its root key's data (`root_key_data`): inside a program that takes
-  the key data as an argument, one compiled program serves every seed, with the same values.
+def initial_variables(model: models.Network, image_shape, *, key: jax.Array) -> dict:
+  """The whole single-device network's (`Layout()`) initial variables from the run's root `key`
+  (`jax.random.key(seed)`): "params" and, with batch norm, "batch_stats", at least float32
+  (`layers.PARAM_DTYPE`; a float64 reference keeps the same values in float64).
 
   They depend on the image's height, width and channels, not on the batch: the network is
-  initialised on one image, so one program serves every batch size.
+  initialised on one image, so one program serves every batch size — and, the key being its
+  argument, every seed.
   """
   whole = model.clone(layout=models.Layout())
-  root = (jax.random.wrap_key_data(seed, impl=jax.config.jax_default_prng_impl)
-          if isinstance(seed, jax.Array) else jax.random.key(seed))
-  variables = whole.init(jax.random.fold_in(root, 0),
+  variables = whole.init(jax.random.fold_in(key, 0),
                          jnp.zeros((1,) + tuple(image_shape[1:]), jnp.float32),
                          example_ids_B=jnp.zeros(1, jnp.int32))
   widen = lambda tree: jax.tree.map(lambda x: x.astype(layers.at_least_float32(model.dtype)), tree)
@@ -90,7 +86,8 @@ def create_unsharded(model: models.Network, tx, image_shape, *, seed: int) -> Tr
 
   Every scheme starts from these values, so every scheme starts from the same point.
   """
-  return from_variables(initial_variables(model, image_shape, seed=seed), tx, seed=seed)
+  return from_variables(initial_variables(model, image_shape, key=jax.random.key(seed)), tx,
+                        seed=seed)
 
 
 def create(model: models.Network, plan: partitioning.Plan, mesh, *, tx, image_shape, seed: int,
@@ -144,19 +141,19 @@ def initialize(model: models.Network, tx, image_shape, *, seed: int,
   cache (op by op, each of their operations would compile on its own).
   """
   device = device or jax.devices()[0]
-  # The key's implementation (JAX's default, which a benchmark may change) picks the program.
-  variables = _initializer(model.clone(layout=models.Layout()), tuple(image_shape[1:]), device,
-                           jax.config.jax_default_prng_impl)(
-                               jax.device_put(root_key_data(seed), device))
+  # A key's type names its implementation (JAX's default, which a benchmark may change): each
+  # implementation has a program of its own.
+  variables = _initializer(model.clone(layout=models.Layout()), tuple(image_shape[1:]), device)(
+      jax.device_put(jax.random.key(seed), device))
   # Zeros and constants, op by op: JAX compiles each operation once per shape for the whole
   # process, where a jit of this would be traced and looked up again for every new optimiser.
   return jax.device_get(from_variables(variables, tx, seed=seed))
 
 
 @functools.lru_cache(maxsize=16)
-def _initializer(model: models.Network, image_hwc: tuple, device: jax.Device, prng_impl: str):
-  """The jitted `initial_variables` of one model and image shape on `device`, of the seed's root
-  key data under `prng_impl` (it holds the compiled program, never the values it made)."""
+def _initializer(model: models.Network, image_hwc: tuple, device: jax.Device):
+  """The jitted `initial_variables` of one model and image shape on `device`, of the run's root
+  key (it holds the compiled program, never the values it made)."""
   return compiler_options.jit_initializer(
-      lambda key_data: initial_variables(model, (1,) + image_hwc, seed=key_data), device,
+      lambda key: initial_variables(model, (1,) + image_hwc, key=key), device,
       out_shardings=jax.sharding.SingleDeviceSharding(device))

@@ -27,6 +27,7 @@ from configs import default
 from hybrid_parallel import models
 from hybrid_parallel.errors import UserError
 from input_pipeline import decoded, device_augment, imagenet_stats, prepare
+from tests import testing
 
 # The JPEG path (prepared:DIR) reads with Grain, ArrayRecord and simplejpeg, which the decoded
 # path does not need: where they are missing, the sets are decoded from the JPEG files directly
@@ -492,19 +493,10 @@ class CompileOnceTest(absltest.TestCase):
     config.update(dataset=f"decoded:{self.yuv}", decoded_placement="devices",
                   model="alexnet_owt_tiny", image_size=64, global_batch_size=8,
                   eval_batch_size=4, num_train_steps=1)
-    compiled = []
-
-    def heard(event, _, fun_name="", **__):
-      if event == "/jax/core/compile/backend_compile_duration":
-        compiled.append(fun_name)
-
     with tempfile.TemporaryDirectory() as workdir:
       train.train_config(config, workdir)
-      jax.monitoring.register_event_duration_secs_listener(heard)
-      try:
+      with testing.compiled_programs() as compiled:
         train.train_config(config, workdir)  # finished: evaluated, not trained
-      finally:
-        jax.monitoring.unregister_event_duration_listener(heard)
     self.assertIn("jit(per_device_eval)", compiled)  # (compiled, or read from the cache)
     self.assertNotIn("jit(train_step)", compiled)
 

@@ -296,25 +296,17 @@ class ModelsTest(parameterized.TestCase):
     net = models.build("alexnet_owt_tiny", 7, image_size=64)  # a shape no other test initialises
     tx = optax.sgd(0.1)
     big = 2**40 + 3  # past 32 bits: the seed's key uses both its words
-    compiled = []
-
-    def heard(event, _, fun_name="", **__):
-      if event == "/jax/core/compile/backend_compile_duration" and fun_name == "jit(<lambda>)":
-        compiled.append(fun_name)
-
-    jax.monitoring.register_event_duration_secs_listener(heard)
-    try:
-      # unsafe_rbg (which the GPU benchmark tries) has keys of four words: a program of its own.
+    # unsafe_rbg (which the GPU benchmark tries) has keys of four words: a program of its own.
+    with testing.compiled_programs() as compiled:
       states = {(seed, impl): self._initialized(net, tx, seed, impl)
                 for seed, impl in ((0, "threefry2x32"), (big, "threefry2x32"), (0, "unsafe_rbg"))}
-    finally:
-      jax.monitoring.unregister_event_duration_listener(heard)
-    self.assertLen(compiled, 2)
+    self.assertEqual(compiled.count("jit(<lambda>)"), 2, compiled)
     for seed, impl in ((big, "threefry2x32"), (0, "unsafe_rbg")):
       # Bit for bit the values of a program with the seed compiled into it (as one was before).
       with jax.default_prng_impl(impl):
         own = compiler_options.jit_initializer(
-            lambda seed=seed: train_state.initial_variables(net, (1, 64, 64, 3), seed=seed),
+            lambda seed=seed: train_state.initial_variables(net, (1, 64, 64, 3),
+                                                            key=jax.random.key(seed)),
             jax.devices()[0])()["params"]
       jax.tree.map(np.testing.assert_array_equal, states[seed, impl].params, jax.device_get(own))
     first_kernel = lambda state: state.params["conv1"]["conv"]["kernel"]

@@ -189,18 +189,8 @@ class _Cells:
     """main.py's run of one cell: (exit status, stderr, workdir, where a decoded set went, the
     names of the programs XLA compiled or read from the persistent cache)."""
     args = self.arguments(scheme, backend, source, **overrides)
-    compiled = []
-
-    def heard(event, _, fun_name="", **__):
-      if event == "/jax/core/compile/backend_compile_duration":
-        compiled.append(fun_name)
-
-    jax.monitoring.register_event_duration_secs_listener(heard)
-    try:
-      with self.placed(source) as settled:
-        code, stderr = testing.main_in_process(args)
-    finally:
-      jax.monitoring.unregister_event_duration_listener(heard)
+    with testing.compiled_programs() as compiled, self.placed(source) as settled:
+      code, stderr = testing.main_in_process(args)
     return code, stderr, args[1].split("=", 1)[1], settled, compiled
 
   def run_once(self, scheme: str, backend: str, source: str, dtype: str = "float32"):

@@ -143,6 +143,23 @@ def main_in_process(args: list[str]) -> tuple[int, str]:
   return 0, stderr.getvalue()
 
 
+@contextlib.contextmanager
+def compiled_programs():
+  """Yields a list that fills with the names of the programs XLA compiles (or the persistent
+  cache gives back) in the block, as JAX names them: "jit(train_step)", "jit(<lambda>)"."""
+  names = []
+
+  def heard(event, _, fun_name="", **__):
+    if event == "/jax/core/compile/backend_compile_duration":
+      names.append(fun_name)
+
+  jax.monitoring.register_event_duration_secs_listener(heard)
+  try:
+    yield names
+  finally:
+    jax.monitoring.unregister_event_duration_listener(heard)
+
+
 def tiny_config(**overrides):
   """The default config on `alexnet_tiny`, with `overrides` applied."""
   config = default.get_config()
