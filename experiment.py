@@ -32,6 +32,7 @@ from hybrid_parallel import compiler_options, layers, models, optim, partitionin
 from hybrid_parallel import mesh as mesh_lib
 from hybrid_parallel.checks import boolean, declared_settings, integer, number, one_of, setting
 from hybrid_parallel.checks import text
+from hybrid_parallel.errors import UserError
 from hybrid_parallel import local_sgd as local_sgd_schemes
 from hybrid_parallel.local_sgd import asgd, averaging
 from hybrid_parallel.steps import explicit
@@ -290,7 +291,10 @@ def feed(spec: RunSpec, run: "Experiment", source, *,
     budget = room
     # The placement `decide` chooses for the set alone in that room is the one weighed.
     while budget is not None and weighed is None:
-      where = source.decide(data=data, platform=platform, budget=budget).where
+      try:
+        where = source.decide(data=data, platform=platform, budget=budget).where
+      except UserError:
+        break  # nothing fits on the devices: said below, once every process has agreed.
       if where == decoded_input.HOST:
         break
       candidate = source.placed(decoded_input.Placement(where, data, "to be weighed"))

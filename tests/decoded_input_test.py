@@ -487,6 +487,26 @@ class CompileOnceTest(absltest.TestCase):
         mock.patch.object(experiment, "_weigh", weigh):
       placed, steps = experiment.feed(spec, run, source)
     self.assertEqual((placed.placement.where, steps.weighed), (decoded.SPLIT, True))
+    # Both refused: the set asked onto the devices fits nowhere there. Each process compiles
+    # on its own, so the refusal is said only after every process has agreed the budget (a
+    # process that said it alone would leave the others waiting in the agreement).
+    agreed, real_agree = [], input_pipeline.agreed_minimum
+
+    def agree(value):
+      agreed.append(value)
+      return real_agree(value)
+
+    refuse_all = mock.Mock(side_effect=jax.errors.JaxRuntimeError(
+        "RESOURCE_EXHAUSTED: XLA:TPU compile permanent error. Ran out of memory in memory "
+        "space hbm."))
+    with mock.patch.object(decoded, "available_memory_bytes",
+                           return_value=2 * 2 * (step + set_bytes)), \
+        mock.patch.object(experiment, "_weigh", refuse_all), \
+        mock.patch.object(input_pipeline, "agreed_minimum", agree), \
+        self.assertRaisesRegex(UserError, r"decoded_placement 'devices': .* does not fit"):
+      experiment.feed(spec, run, source)
+    self.assertEqual(refuse_all.call_count, 2)  # whole, then split
+    self.assertEqual(agreed, [step + set_bytes, whole.share_bytes(2) - 1])
 
   def test_a_finished_run_started_again_weighs_and_compiles_no_train_step(self):
     config = default.get_config()
